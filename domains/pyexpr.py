@@ -1,0 +1,45 @@
+"""Write a Python expression with a given value; the expression is executed in the sandbox.
+
+"expr 14:" -> "3*4+2". Many answers are right, which is where RL beats imitation: the verifier
+runs the response as Python and accepts any expression with an operator whose printed value is
+the target.
+"""
+
+from __future__ import annotations
+
+import random
+
+from flywheel.domains.registry import Domain, register_domain
+
+
+@register_domain
+class PythonExpression(Domain):
+    name = "pyexpr"
+    verifier = "python_output"
+    uses_sandbox = True
+    description = "expr N: -> a Python arithmetic expression (at least one operator) equal to N"
+    max_new_tokens = 10
+
+    def sample_task(self, rng: random.Random) -> dict:
+        target = rng.randrange(1000)
+        return {"prompt": f"expr {target}:", "answer": str(target)}
+
+    def demonstration(self, task: dict, rng: random.Random) -> str:
+        n = int(task["answer"])
+        kind = rng.choices(("add", "sub", "mul", "identity"), weights=(3, 3, 3, 1))[0]
+        if kind == "identity":
+            return rng.choice((f"{n}+0", f"{n}*1", f"{n}-0", f"0+{n}"))
+        if kind == "add":
+            b = rng.randint(0, n)
+            return f"{n - b}+{b}"
+        if kind == "sub":
+            b = rng.randint(0, 30)
+            return f"{n + b}-{b}"
+        divisors = [d for d in range(1, 10) if n % d == 0]
+        d = rng.choice(divisors)
+        return f"{n // d}*{d}"
+
+    def program(self, task: dict, response: str) -> dict:
+        # The response is untrusted code: it runs only inside the sandbox.
+        return {"files": {"main.py": f"value = (\n{response}\n)\nprint(repr(value))\n"},
+                "command": ["python", "main.py"]}

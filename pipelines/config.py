@@ -1,0 +1,78 @@
+"""The run configuration: one frozen dataclass per concern, with defaults that work offline."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from flywheel.domains.registry import DEFAULT_DOMAINS
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    domains: tuple[str, ...] = DEFAULT_DOMAINS
+    task_files: tuple[str, ...] = ()      # JSONL task file patterns (any Beam filesystem)
+    tasks_per_domain: int = 128           # training tasks per domain per iteration
+    heldout_per_domain: int = 300         # held-out tasks per domain, evaluated greedily
+    n_samples: int = 8                    # attempts per training task (the GRPO group size)
+    temperature: float = 1.0
+    advantage: str = "grpo"
+    sandbox: str = "local"
+    max_batch_size: int = 256
+
+
+@dataclass(frozen=True)
+class WarmStartSettings:
+    max_steps: int = 3000
+    batch_size: int = 128
+    lr: float = 3e-3
+    eval_every: int = 100
+    eval_tasks: int = 100                 # per domain, from a validation range of the train split
+    target_mean_pass: float = 0.3         # stop once greedy pass@1, averaged over domains, reaches this
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    lr: float = 5e-4
+    epochs: int = 2
+    minibatch_size: int = 256
+    clip_eps: float = 0.2
+    max_grad_norm: float = 1.0
+    loss: str = "grpo"
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    d_model: int = 64
+    n_layers: int = 3
+    n_heads: int = 4
+    context: int = 48
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    seed: int = 0
+    iterations: int = 6
+    rollout: RolloutSettings = field(default_factory=RolloutSettings)
+    warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
+    train: TrainSettings = field(default_factory=TrainSettings)
+    policy: PolicySettings = field(default_factory=PolicySettings)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        def build(klass, values):
+            kwargs = {}
+            for f in dataclasses.fields(klass):
+                if f.name in values:
+                    v = values[f.name]
+                    nested = f.default_factory
+                    if isinstance(nested, type) and dataclasses.is_dataclass(nested):
+                        v = build(nested, v)
+                    elif isinstance(v, list):
+                        v = tuple(v)
+                    kwargs[f.name] = v
+            return klass(**kwargs)
+        return build(cls, d)

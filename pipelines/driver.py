@@ -1,0 +1,142 @@
+"""The iteration driver: warm start, then rollout -> train -> commit, resumable at any point.
+
+An iteration is committed (iterations/K/_COMMITTED, written last) only once its tables and its
+checkpoint are complete. A run killed anywhere resumes from the last committed iteration: the
+incomplete one is deleted and rewritten, so no row is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from flywheel.pipelines.config import RunConfig
+from flywheel.pipelines.layout import RunLayout
+from flywheel.pipelines.rollout import IterationSpec, run_rollout
+from flywheel.schemas import SCHEMA_VERSION, TABLES
+from flywheel.trainer.checkpoint import save_checkpoint
+from flywheel.trainer.train import train_iteration
+from flywheel.trainer.train_step import TrainConfig
+from flywheel.transforms.write_tables import write_parquet
+
+Event = Callable[[str, dict], None]
+
+
+class RunConfigMismatch(ValueError):
+    """A resumed run was asked to continue with settings other than those it was started with."""
+
+
+def code_version() -> str:
+    """The git commit of the Flywheel source (with +dirty), or the package version."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        if sha:
+            return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from importlib.metadata import version
+    return version("flywheel")
+
+
+def _lookup(d: dict, dotted: str):
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return list(d) if isinstance(d, tuple) else d
+
+
+def open_run(layout: RunLayout, config: RunConfig, explicit: set[str]) -> tuple[RunConfig, dict]:
+    """Create run.json, or load it and check the requested settings against it.
+
+    On resume the stored config wins; only `iterations` may change. A setting the user passed
+    explicitly that differs from the stored one is an error rather than a silently mixed run.
+    """
+    if layout.exists(layout.run_json):
+        info = layout.read_json(layout.run_json)
+        stored = RunConfig.from_dict(info["config"])
+        requested, kept = config.to_dict(), stored.to_dict()
+        for key in sorted(explicit - {"iterations"}):
+            want, have = _lookup(requested, key), _lookup(kept, key)
+            if want != have:
+                raise RunConfigMismatch(
+                    f"{layout.run_json} was created with {key}={have!r}, not {want!r}; "
+                    "resume with the same settings or use a new --run-dir")
+        stored = RunConfig.from_dict({**kept, "iterations": config.iterations})
+        return stored, info
+    info = {
+        "run_id": Path(layout.root.rstrip("/")).name,
+        "config": config.to_dict(), "seed": config.seed, "code_version": code_version(),
+        "schema_versions": {t: SCHEMA_VERSION for t in TABLES},
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+    }
+    layout.write_json(layout.run_json, info)
+    return config, info
+
+
+def ensure_initial_policy(layout: RunLayout, config: RunConfig, event: Event) -> str:
+    """The warm-started policy's checkpoint URI, training it first if no committed one exists."""
+    uri = layout.checkpoint(None)
+    if layout.exists(layout.initial_marker()):
+        return uri
+    from flywheel.pipelines.warm_start import warm_start
+    event("warm_start_begin", {"max_steps": config.warm_start.max_steps})
+    started = time.time()
+    model, report = warm_start(config, progress=lambda step, s: event("warm_start_step",
+                                                                       {"step": step, **s}))
+    save_checkpoint(uri, model, None, {"policy_version": 0, "warm_start": report})
+    layout.write_json(layout.initial_marker(), {"seconds": time.time() - started, **report})
+    event("warm_start_end", {"seconds": time.time() - started, **report})
+    return uri
+
+
+def _trainer_metrics(info: dict, iteration: int, stats: dict) -> list[dict]:
+    now = dt.datetime.now(dt.timezone.utc)
+    return [{"run_id": info["run_id"], "iteration": iteration, "domain": "*", "name": f"train/{k}",
+             "value": float(v), "policy_version": iteration, "created_at": now}
+            for k, v in sorted(stats.items()) if isinstance(v, (int, float))]
+
+
+def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = frozenset(),
+                   beam_args: list[str] | None = None, event: Event | None = None) -> dict:
+    """Run (or resume) iterations until `config.iterations` are committed; returns run info."""
+    event = event or (lambda name, data: None)
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    layout = RunLayout(run_dir)
+    config, info = open_run(layout, config, set(explicit))
+    committed = layout.committed_iterations()
+    first = committed[-1] + 1 if committed else 0
+    event("run_begin", {"run_dir": run_dir, "run_id": info["run_id"], "first": first,
+                        "iterations": config.iterations, "resumed": bool(committed)})
+    initial = ensure_initial_policy(layout, config, event)
+    for k in range(first, config.iterations):
+        started = time.time()
+        layout.delete_iteration(k)  # leftovers of a killed attempt at this iteration
+        policy = initial if k == 0 else layout.checkpoint(k - 1)
+        spec = IterationSpec(info["run_id"], k, policy_version=k, checkpoint_uri=policy)
+        event("rollout_begin", {"iteration": k})
+        result = run_rollout(config, spec, layout, beam_args)
+        counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
+        rollout_s = time.time() - started
+        event("train_begin", {"iteration": k})
+        t = config.train
+        stats = train_iteration(layout.table_dir("trajectories", k), policy, layout.checkpoint(k),
+                                TrainConfig(lr=t.lr, epochs=t.epochs, minibatch_size=t.minibatch_size,
+                                            clip_eps=t.clip_eps, max_grad_norm=t.max_grad_norm,
+                                            loss=t.loss),
+                                seed=config.seed * 1_000_003 + k)
+        write_parquet(layout.join("tables", "metrics", f"iteration={k}", "trainer.parquet"),
+                      "metrics", _trainer_metrics(info, k, stats))
+        summary = {"iteration": k, "rollout_seconds": rollout_s,
+                   "train_seconds": time.time() - started - rollout_s, "counters": counters,
+                   "train": stats}
+        layout.write_json(layout.commit_marker(k), summary)
+        event("iteration_end", summary)
+    event("run_end", {"run_dir": run_dir})
+    return info

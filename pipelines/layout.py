@@ -1,0 +1,73 @@
+"""The run layout (DESIGN.md): where every table, checkpoint and commit marker of a run lives.
+
+Paths go through apache_beam.io.filesystems, so a local folder and gs://bucket/prefix both work.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from apache_beam.io.filesystems import FileSystems
+
+TABLE_NAMES = ("trajectories", "errors", "metrics")
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    root: str
+
+    def join(self, *parts: str) -> str:
+        return FileSystems.join(self.root, *parts)
+
+    @property
+    def run_json(self) -> str:
+        return self.join("run.json")
+
+    def table_dir(self, table: str, iteration: int | None = None) -> str:
+        base = self.join("tables", table)
+        return base if iteration is None else FileSystems.join(base, f"iteration={iteration}")
+
+    def checkpoint(self, iteration: int | None) -> str:
+        """checkpoints/iteration=K, or checkpoints/initial (the warm-started policy) for None."""
+        return self.join("checkpoints", "initial" if iteration is None else f"iteration={iteration}")
+
+    def commit_marker(self, iteration: int) -> str:
+        return self.join("iterations", str(iteration), "_COMMITTED")
+
+    def initial_marker(self) -> str:
+        return self.join("checkpoints", "initial", "_COMMITTED")
+
+    # -- reading and writing small files -------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        return FileSystems.exists(path)
+
+    def write_json(self, path: str, value) -> None:
+        _ensure_parent(path)
+        with FileSystems.create(path) as f:
+            f.write(json.dumps(value, indent=2, sort_keys=True, default=str).encode())
+
+    def read_json(self, path: str):
+        with FileSystems.open(path) as f:
+            return json.loads(f.read().decode())
+
+    def committed_iterations(self) -> list[int]:
+        pattern = self.join("iterations", "*", "_COMMITTED")
+        found = []
+        for match in FileSystems.match([pattern])[0].metadata_list:
+            found.append(int(match.path.rstrip("/").split("/")[-2]))
+        return sorted(found)
+
+    def delete_iteration(self, iteration: int) -> None:
+        """Remove everything an incomplete iteration may have written, so a rerun duplicates nothing."""
+        paths = [self.table_dir(t, iteration) for t in TABLE_NAMES]
+        paths += [self.checkpoint(iteration), self.join("iterations", str(iteration))]
+        for path in paths:
+            if FileSystems.exists(path):
+                FileSystems.delete([path])
+
+
+def _ensure_parent(path: str) -> None:
+    if "://" not in path:
+        import os
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -1,0 +1,60 @@
+"""Rich progress for `flywheel run`: a bar over iterations, the current stage, one line per step."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from flywheel.pipelines.sql import query
+
+
+class RunProgress:
+    def __init__(self, console: Console, run_dir: str):
+        self.console, self.run_dir = console, run_dir
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console, transient=False)
+        self.task = None
+        self.started = time.time()
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def _print(self, text: str) -> None:
+        self.progress.console.print(text)
+
+    def event(self, name: str, data: dict) -> None:
+        if name == "run_begin":
+            verb = "resuming at" if data["resumed"] else "starting at"
+            self._print(f"run_id {data['run_id']}: {verb} iteration {data['first']} "
+                        f"of {data['iterations']}")
+            self.task = self.progress.add_task("iterations", total=data["iterations"],
+                                               completed=data["first"])
+        elif name == "warm_start_begin":
+            self.progress.update(self.task, description="warm start (supervised)")
+        elif name == "warm_start_step":
+            rates = " ".join(f"{k}={v:.2f}" for k, v in data.items() if k not in ("step", "loss"))
+            self._print(f"  warm start step {data['step']:5d}  loss {data['loss']:.3f}  "
+                        f"validation pass@1 {rates}")
+        elif name == "warm_start_end":
+            self._print(f"  warm start done: {data['steps']} steps in {data['seconds']:.0f} s")
+        elif name == "rollout_begin":
+            self.progress.update(self.task, description=f"iteration {data['iteration']}: rollout")
+        elif name == "train_begin":
+            self.progress.update(self.task, description=f"iteration {data['iteration']}: train")
+        elif name == "iteration_end":
+            k = data["iteration"]
+            _, rows = query(self.run_dir, "SELECT domain, value FROM metrics WHERE iteration = "
+                                          f"{k} AND name = 'heldout_pass@1' ORDER BY domain")
+            rates = " ".join(f"{'all' if d == '*' else d}={v:.3f}" for d, v in rows)
+            c = data["counters"]
+            self._print(
+                f"iteration {k}: held-out pass@1 {rates} | attempts {c.get('attempts_train', 0)} "
+                f"errors {sum(v for n, v in c.items() if n.startswith('errors_'))} | "
+                f"rollout {data['rollout_seconds']:.1f} s train {data['train_seconds']:.1f} s")
+            self.progress.update(self.task, advance=1, description="iterations")

@@ -1,0 +1,93 @@
+"""The rollout pipeline of one iteration, as a short chain of named Beam steps.
+
+    ReadTasks -> Expand(n_samples) -> Generate -> Execute -> Verify -> NormalizeRewards -> WriteTables
+
+The held-out evaluation rides in the same pipeline (one greedy attempt per held-out task) and
+shares its Generate/Execute/Verify steps, so each iteration starts Beam once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from flywheel.pipelines.config import RunConfig
+from flywheel.pipelines.layout import RunLayout
+from flywheel.transforms.errors import ERRORS_TAG
+from flywheel.transforms.execute import Execute
+from flywheel.transforms.expand import Expand
+from flywheel.transforms.generate import Generate, PolicyModelHandler
+from flywheel.transforms.metrics import ComputeMetrics, heldout_values, train_values
+from flywheel.transforms.rewards import NormalizeRewards
+from flywheel.transforms.tasks import ReadTasks
+from flywheel.transforms.verify import Verify
+from flywheel.transforms.write_tables import WriteTable
+
+# Held-out tasks are numbered from 0; training tasks of iteration k follow a disjoint index range.
+WARM_START_VALIDATION_OFFSET = 10_000_000
+
+
+@dataclass(frozen=True)
+class IterationSpec:
+    run_id: str
+    iteration: int
+    policy_version: int
+    checkpoint_uri: str | None
+
+
+def task_specs(config: RunConfig, iteration: int) -> list[tuple[str, str, int]]:
+    r = config.rollout
+    start = iteration * r.tasks_per_domain
+    specs = [(d, "train", i) for d in r.domains for i in range(start, start + r.tasks_per_domain)]
+    specs += [(d, "heldout", i) for d in r.domains for i in range(r.heldout_per_domain)]
+    return specs
+
+
+def build_rollout(pipeline: beam.Pipeline, config: RunConfig, spec: IterationSpec,
+                  layout: RunLayout) -> None:
+    r = config.rollout
+    ids = dict(run_id=spec.run_id, iteration=spec.iteration, policy_version=spec.policy_version)
+    read = pipeline | "ReadTasks" >> ReadTasks(
+        specs=task_specs(config, spec.iteration), patterns=r.task_files, seed=config.seed,
+        max_prompt_bytes=config.policy.context // 2)
+    train_tasks, heldout_tasks = read["tasks"] | "BySplit" >> beam.Partition(
+        lambda t, n: int(t.get("split") == "heldout"), 2)
+
+    train = train_tasks | "ExpandTrain" >> Expand(
+        **ids, seed=config.seed, n_samples=r.n_samples, temperature=r.temperature, mode="train")
+    heldout = heldout_tasks | "ExpandHeldout" >> Expand(
+        **ids, seed=config.seed, n_samples=1, temperature=0.0, mode="heldout")
+
+    handler = PolicyModelHandler(spec.checkpoint_uri, policy_config=config.policy.__dict__,
+                                 init_seed=config.seed, max_batch_size=r.max_batch_size)
+    generated = (train, heldout) | "AllAttempts" >> beam.Flatten() | "Generate" >> Generate(handler)
+    executed = generated | "Execute" >> Execute(backend=r.sandbox)
+    verified = executed.attempts | "Verify" >> Verify()
+    train_scored, heldout_scored = verified.attempts | "ByMode" >> beam.Partition(
+        lambda a, n: int(a["mode"] == "heldout"), 2)
+
+    trajectories = train_scored | "NormalizeRewards" >> NormalizeRewards(r.advantage)
+    _ = trajectories | "WriteTrajectories" >> WriteTable(layout.root, "trajectories")
+
+    train_metrics = trajectories | "TrainMetrics" >> ComputeMetrics(train_values, **ids)
+    heldout_metrics = heldout_scored | "HeldoutMetrics" >> ComputeMetrics(heldout_values, **ids)
+    _ = ((train_metrics, heldout_metrics) | "AllMetrics" >> beam.Flatten()
+         | "WriteMetrics" >> WriteTable(layout.root, "metrics"))
+
+    _ = ((read[ERRORS_TAG], executed[ERRORS_TAG], verified[ERRORS_TAG])
+         | "AllErrors" >> beam.Flatten()
+         | "StampErrors" >> beam.Map(lambda e: {**e, "run_id": spec.run_id, "iteration": spec.iteration})
+         | "WriteErrors" >> WriteTable(layout.root, "errors"))
+
+
+def run_rollout(config: RunConfig, spec: IterationSpec, layout: RunLayout,
+                beam_args: list[str] | None = None):
+    """Run one iteration's rollout pipeline to completion; returns the PipelineResult."""
+    options = PipelineOptions(beam_args or [])
+    pipeline = beam.Pipeline(options=options)
+    build_rollout(pipeline, config, spec, layout)
+    result = pipeline.run()
+    result.wait_until_finish()
+    return result

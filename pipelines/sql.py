@@ -1,0 +1,28 @@
+"""`flywheel sql`: DuckDB over a run's Parquet tables, each exposed as a view named after it."""
+
+from __future__ import annotations
+
+import duckdb
+
+from flywheel.pipelines.layout import TABLE_NAMES
+from flywheel.pipelines.tables_read import table_dataset
+
+
+def connect(run_dir: str) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection where `trajectories`, `errors` and `metrics` are views of the run."""
+    con = duckdb.connect()
+    for table in TABLE_NAMES:
+        con.register(f"_{table}_dataset", table_dataset(run_dir, table))
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM _{table}_dataset")
+    return con
+
+
+def query(run_dir: str, sql: str):
+    """(column names, rows) of `sql` run against the run's tables."""
+    con = connect(run_dir)
+    try:
+        cursor = con.execute(sql)
+        columns = [d[0] for d in cursor.description] if cursor.description else []
+        return columns, cursor.fetchall()
+    finally:
+        con.close()

@@ -1,0 +1,61 @@
+"""The supervised warm start: imitate domain demonstrations until the policy is a useful start.
+
+RL learns nothing from groups whose attempts all fail, so the tiny policy first imitates correct
+demonstrations. How long is decided by measurement (FIELD_NOTES): every `eval_every` steps greedy
+pass@1 is measured on a validation range of the *training* split (the held-out split is never
+looked at), and the warm start stops once the mean over domains reaches `target_mean_pass`,
+leaving headroom for RL.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import torch
+
+from flywheel.domains.registry import get_domain
+from flywheel.pipelines.config import RunConfig
+from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
+from flywheel.trainer.model import PolicyConfig, build_policy
+from flywheel.trainer.tokens import encode_answer, encode_prompt
+from flywheel.trainer.train_step import pick_device, supervised_step
+
+VALIDATION_OFFSET = 10_000_000   # validation tasks: train split, an index range rollouts never reach
+DEMONSTRATION_OFFSET = 20_000_000
+
+
+def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None = None):
+    """Train a fresh policy on demonstrations; returns (model, report dict)."""
+    ws, seed = config.warm_start, config.seed
+    torch.manual_seed(seed)
+    device = pick_device()
+    model = build_policy(PolicyConfig(**config.policy.__dict__), seed).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
+    domains = [get_domain(d) for d in config.rollout.domains]
+    validation = [d.make_task("train", VALIDATION_OFFSET + i, seed)
+                  for d in domains for i in range(ws.eval_tasks)]
+    rng = random.Random(f"{seed}:warm_start")
+    history, step, pass_rates = [], 0, {}
+    for step in range(1, ws.max_steps + 1):
+        prompts, answers = [], []
+        for _ in range(ws.batch_size):
+            domain = rng.choice(domains)
+            task = domain.make_task("train", DEMONSTRATION_OFFSET + rng.randrange(10**6), seed)
+            prompts.append(encode_prompt(task["prompt"]))
+            answers.append(encode_answer(domain.demonstration(task, rng)))
+        model.train()
+        loss = supervised_step(model, optimizer, prompts, answers, device)
+        if step % ws.eval_every == 0 or step == ws.max_steps:
+            model.eval()
+            scored, _ = plain_rollout(model, validation, n_samples=1, temperature=0.0, seed=seed,
+                                      mode="validation", sandbox=config.rollout.sandbox)
+            pass_rates = pass_rate_by_domain(scored)
+            mean = sum(pass_rates.values()) / len(pass_rates)
+            history.append({"step": step, "loss": loss, **pass_rates})
+            if progress:
+                progress(step, {"loss": loss, **pass_rates})
+            if mean >= ws.target_mean_pass:
+                break
+    model.eval()
+    return model, {"steps": step, "validation_pass@1": pass_rates, "history": history}

@@ -1,0 +1,99 @@
+"""Pyarrow schemas of Flywheel's tables: the contract between pipelines, trainer and SQL users.
+
+Each table has a logical schema (what a reader sees) and a file schema (what a Parquet file holds):
+the Hive partition columns (`iteration`, and `domain` for trajectories) live only in the path, so
+engines that read Hive partitions (DuckDB, Spark, BigQuery) do not see them twice.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1.0"
+"""Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns."""
+
+TURN = pa.struct([
+    ("action", pa.string()),
+    ("observation", pa.string()),
+    ("exit_code", pa.int32()),
+    ("duration_ms", pa.float64()),
+])
+
+TRAJECTORIES = pa.schema([
+    ("schema_version", pa.string()),
+    ("run_id", pa.string()),
+    ("iteration", pa.int32()),
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("group_id", pa.string()),
+    ("sample_index", pa.int32()),
+    ("policy_version", pa.int32()),
+    ("prompt", pa.string()),
+    ("prompt_token_ids", pa.list_(pa.int32())),
+    ("response", pa.string()),
+    ("response_token_ids", pa.list_(pa.int32())),
+    ("response_logprobs", pa.list_(pa.float32())),
+    ("sampling_temperature", pa.float32()),
+    ("finish_reason", pa.string()),
+    ("turns", pa.list_(TURN)),
+    ("reward_raw", pa.float64()),
+    ("reward_components", pa.map_(pa.string(), pa.float64())),
+    ("advantage", pa.float64()),
+    ("verifier", pa.string()),
+    ("verifier_version", pa.string()),
+    ("verdict", pa.string()),
+    ("filtered", pa.bool_()),
+    ("filter_reason", pa.string()),
+    ("sandbox_backend", pa.string()),
+    ("sandbox_wall_ms", pa.float64()),
+    ("sandbox_cpu_ms", pa.float64()),
+    ("started_at", pa.timestamp("us", tz="UTC")),
+    ("finished_at", pa.timestamp("us", tz="UTC")),
+])
+
+ERRORS = pa.schema([
+    ("schema_version", pa.string()),
+    ("run_id", pa.string()),
+    ("iteration", pa.int32()),
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("sample_index", pa.int32()),
+    ("stage", pa.string()),
+    ("kind", pa.string()),
+    ("error_type", pa.string()),
+    ("message", pa.string()),
+    ("payload", pa.string()),
+    ("retry_count", pa.int32()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+])
+
+METRICS = pa.schema([
+    ("schema_version", pa.string()),
+    ("run_id", pa.string()),
+    ("iteration", pa.int32()),
+    ("domain", pa.string()),
+    ("name", pa.string()),
+    ("value", pa.float64()),
+    ("policy_version", pa.int32()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+])
+
+TABLES = {"trajectories": TRAJECTORIES, "errors": ERRORS, "metrics": METRICS}
+
+PARTITION_COLUMNS = {
+    "trajectories": ("iteration", "domain"),
+    "errors": ("iteration",),
+    "metrics": ("iteration",),
+}
+
+ERROR_KINDS = ("environment", "model", "input")
+VERDICTS = ("pass", "fail", "error")
+
+
+def file_schema(table: str) -> pa.Schema:
+    """The schema of one Parquet file of `table`: the logical schema minus its partition columns."""
+    schema = TABLES[table]
+    for name in PARTITION_COLUMNS[table]:
+        schema = schema.remove(schema.get_field_index(name))
+    return schema.with_metadata({b"flywheel.table": table.encode(),
+                                 b"flywheel.schema_version": SCHEMA_VERSION.encode()})

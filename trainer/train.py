@@ -1,0 +1,37 @@
+"""One trainer iteration: trajectories/iteration=K + checkpoint K-1 -> checkpoint K.
+
+    from flywheel.trainer.train import train_iteration
+    train_iteration("runs/r/tables/trajectories/iteration=3", "runs/r/checkpoints/iteration=2",
+                    "runs/r/checkpoints/iteration=3", TrainConfig(), seed=3)
+"""
+from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.trainer.train_step import (
+    TrainConfig, apply_hyperparams, build_optimizer, pick_device, train_on_rows,
+)  # fmt: skip
+from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS, read_trajectories
+
+
+def train_iteration(
+    trajectories_uri: str,
+    init_checkpoint_uri: str,
+    out_checkpoint_uri: str,
+    cfg: TrainConfig,
+    seed: int,
+) -> dict:
+    """Train the policy at `init_checkpoint_uri` on one iteration's trajectories; save and return stats."""
+    device = pick_device()
+    rows = read_trajectories(trajectories_uri, columns=TRAIN_COLUMNS).to_pylist()
+    ckpt = load_checkpoint(init_checkpoint_uri, device=device)
+    model = ckpt.model
+    optimizer = build_optimizer(model, cfg)
+    if ckpt.optimizer_state is not None:
+        optimizer.load_state_dict(ckpt.optimizer_state)  # keeps Adam's moments...
+        apply_hyperparams(optimizer, cfg)  # ...but this iteration's lr, betas, weight decay
+    stats = train_on_rows(model, optimizer, rows, cfg, seed=seed, device=device)
+    meta = {
+        "policy_version": int(ckpt.meta.get("policy_version", 0)) + 1,
+        "train_stats": stats,
+        "train_config": cfg.to_dict(),
+    }
+    save_checkpoint(out_checkpoint_uri, model, optimizer, meta)
+    return stats

@@ -1,0 +1,125 @@
+"""One policy update: rows of trajectories in, optimizer steps out.
+
+`train_on_rows` is the RL step (PPO-style epochs over shuffled minibatches, loss by name from
+the registry); `supervised_step` is the warm start on demonstrations.
+"""
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from flywheel.trainer.losses import get_loss, masked_mean
+from flywheel.trainer.model import TinyPolicy, policy_logprobs
+from flywheel.trainer.tokens import EOS, SPECIALS
+from flywheel.trainer.trajectory_batches import make_batch
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    lr: float = 5e-4
+    epochs: int = 2
+    minibatch_size: int = 256
+    clip_eps: float = 0.2
+    max_grad_norm: float = 1.0
+    loss: str = "grpo"
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.99)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def pick_device() -> torch.device:
+    """CUDA when present, else CPU (torch's default thread count, one per core, is kept)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def build_optimizer(model: TinyPolicy, cfg: TrainConfig) -> torch.optim.AdamW:
+    return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+
+
+def apply_hyperparams(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> None:
+    """Make cfg win over hyperparameters restored with an optimizer state (e.g. the warm start's lr)."""
+    for group in optimizer.param_groups:
+        group.update(lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+
+
+_NOT_TARGETS = torch.tensor([t for t in SPECIALS if t != EOS])
+
+
+def token_logprobs(
+    model: TinyPolicy, input_ids: torch.Tensor, attn_mask: torch.Tensor, temperatures: torch.Tensor
+) -> torch.Tensor:
+    """Log-prob of each next token under the sampling distribution: (B, T) -> (B, T-1).
+
+    Padding targets (PAD, which the distribution bans) are scored as token 0 instead of -inf,
+    so masked-out positions stay finite.
+    """
+    logp = policy_logprobs(model(input_ids, attn_mask)[:, :-1].float(), temperatures)
+    targets = input_ids[:, 1:]
+    targets = torch.where(torch.isin(targets, _NOT_TARGETS.to(targets.device)), 0, targets)
+    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def train_on_rows(
+    model: TinyPolicy,
+    optimizer: torch.optim.Optimizer,
+    rows: list[dict],
+    cfg: TrainConfig,
+    seed: int,
+    device: str | torch.device = "cpu",
+) -> dict:
+    """`cfg.epochs` passes of minibatch updates over the rows that carry signal.
+
+    Rows flagged `filtered` or with zero advantage are dropped (they add no gradient, only cost).
+    Returns loss, clip_frac, approx_kl, grad_norm (pre-clip) averaged over steps, and counts.
+    """
+    rows = [r for r in rows if not r["filtered"] and r["advantage"] != 0]
+    stats = {"loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "grad_norm": 0.0}
+    counts = {
+        "n_sequences": len(rows),
+        "n_tokens": sum(len(r["response_token_ids"]) for r in rows),
+        "n_steps": 0,
+    }
+    if not rows:
+        return {**stats, **counts}
+    loss_fn = get_loss(cfg.loss)
+    rng = np.random.default_rng(seed)
+    model.train()
+    for _ in range(cfg.epochs):
+        order = rng.permutation(len(rows))
+        for start in range(0, len(rows), cfg.minibatch_size):
+            b = make_batch([rows[i] for i in order[start : start + cfg.minibatch_size]], device)
+            logprobs = token_logprobs(model, b["input_ids"], b["attn_mask"], b["temperatures"])
+            loss, step_stats = loss_fn(logprobs, b["old_logprobs"], b["advantages"], b["response_mask"], cfg.clip_eps)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            counts["n_steps"] += 1
+            for k, v in {"loss": loss.item(), "grad_norm": grad_norm.item(), **step_stats}.items():
+                stats[k] += v
+    return {**{k: v / counts["n_steps"] for k, v in stats.items()}, **counts}
+
+
+def supervised_step(
+    model: TinyPolicy,
+    optimizer: torch.optim.Optimizer,
+    prompts: list[list[int]],
+    answers: list[list[int]],
+    device: str | torch.device = "cpu",
+) -> float:
+    """One step of cross-entropy on the answer tokens only (prompts are context); returns the loss."""
+    rows = [
+        {"prompt_token_ids": p, "response_token_ids": a, "response_logprobs": [0.0] * len(a),
+         "advantage": 0.0, "sampling_temperature": 1.0}
+        for p, a in zip(prompts, answers)
+    ]  # fmt: skip
+    b = make_batch(rows, device)
+    model.train()
+    logprobs = token_logprobs(model, b["input_ids"], b["attn_mask"], b["temperatures"])
+    loss = -masked_mean(logprobs, b["response_mask"])
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()

@@ -1,0 +1,79 @@
+"""Trajectory Parquet -> training tensors.
+
+The rollout writes `<run>/tables/trajectories/iteration=K/domain=D/*.parquet`; `iteration` and
+`domain` live only in the Hive path. `read_trajectories` reads one such folder (local or gs://)
+and `make_batch` turns rows into right-padded tensors aligned with next-token targets.
+"""
+import os
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import torch
+
+from flywheel.trainer.tokens import PAD
+
+TRAIN_COLUMNS = [
+    "prompt_token_ids", "response_token_ids", "response_logprobs",
+    "advantage", "sampling_temperature", "filtered",
+]  # fmt: skip
+# Partition keys and their types; a key above the folder read is taken from the URI itself.
+PARTITIONS = pa.schema([("iteration", pa.int64()), ("domain", pa.string())])
+
+
+def read_trajectories(uri: str, columns: list[str] | None = None) -> pa.Table:
+    """All rows under a Hive-partitioned Parquet folder, partition keys as columns."""
+    if "://" in uri:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    else:
+        fs, path = pafs.LocalFileSystem(), os.path.abspath(uri)
+    path = path.rstrip("/")
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        raise FileNotFoundError(f"no trajectories folder at {uri}")
+    dataset = ds.dataset(path, filesystem=fs, format="parquet", partitioning=ds.partitioning(PARTITIONS, flavor="hive"))
+    from_uri = {k: v for seg in path.split("/") if "=" in seg for k, v in [seg.split("=", 1)]}
+    wanted = dataset.schema.names if columns is None else list(columns)
+    table = dataset.to_table(columns=[c for c in wanted if c in dataset.schema.names])
+    for i, name in enumerate(wanted):
+        field = PARTITIONS.field(name) if name in PARTITIONS.names else None
+        if field is None or name not in from_uri or table[name].null_count < len(table):
+            continue  # not a partition key, or found below the folder read
+        value = pa.array([from_uri[name]] * len(table)).cast(field.type)
+        table = table.set_column(table.schema.get_field_index(name), name, value)
+    missing = [c for c in wanted if c not in table.column_names]
+    if missing:
+        raise KeyError(f"columns {missing} not in trajectories at {uri}")
+    return table.select(wanted)
+
+
+def make_batch(rows: list[dict], device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """Rows -> right-padded tensors. With L = longest prompt+response:
+
+    input_ids (B, L) long, PAD-filled; attn_mask (B, L) bool;
+    response_mask (B, L-1) float, 1 where target input_ids[:, t+1] is a response token;
+    old_logprobs (B, L-1) float, the sampler's log-probs at those positions, 0 elsewhere;
+    advantages (B,) float; temperatures (B,) float.
+    """
+    seqs = [list(r["prompt_token_ids"]) + list(r["response_token_ids"]) for r in rows]
+    B, L = len(rows), max(len(s) for s in seqs)
+    input_ids = torch.full((B, L), PAD, dtype=torch.long)
+    attn_mask = torch.zeros((B, L), dtype=torch.bool)
+    response_mask = torch.zeros((B, L - 1))
+    old_logprobs = torch.zeros((B, L - 1))
+    for i, (r, s) in enumerate(zip(rows, seqs)):
+        p, n = len(r["prompt_token_ids"]), len(r["response_token_ids"])
+        assert p >= 1, "a prompt holds at least BOS"
+        input_ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        attn_mask[i, : len(s)] = True
+        response_mask[i, p - 1 : p - 1 + n] = 1.0  # position t predicts token t+1
+        if n:
+            old_logprobs[i, p - 1 : p - 1 + n] = torch.tensor(list(r["response_logprobs"]), dtype=torch.float32)
+    batch = {
+        "input_ids": input_ids,
+        "attn_mask": attn_mask,
+        "response_mask": response_mask,
+        "old_logprobs": old_logprobs,
+        "advantages": torch.tensor([float(r["advantage"]) for r in rows]),
+        "temperatures": torch.tensor([float(r["sampling_temperature"]) for r in rows]),
+    }
+    return {k: v.to(device) for k, v in batch.items()}

@@ -1,0 +1,103 @@
+"""Execute: run each attempt's program in the sandbox, concurrently within a batch.
+
+The sandbox backend and a thread pool open once per DoFn instance in setup(). A failure of the
+sandbox itself (SandboxError) is retried with backoff; if it persists the attempt keeps its row,
+marked as an environment error, and an `errors` row says why. The code's own failures (non-zero
+exit, timeout, memory) are results, not errors.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import apache_beam as beam
+
+from flywheel.domains.registry import get_domain
+from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
+from flywheel.transforms.sandbox import ExecRequest, Limits, SandboxError, get_backend
+
+
+def _run_one(attempt: dict, backend, limits: Limits, retries: int, backoff_s: float):
+    """(execution or None, error row or None) for one attempt."""
+    try:
+        spec = get_domain(attempt["domain"]).program(attempt["task"], attempt["response"])
+        request = ExecRequest(files=spec["files"], command=tuple(spec["command"]),
+                              stdin=spec.get("stdin", ""), limits=limits)
+    except Exception as e:  # the task cannot be turned into a program: bad input
+        return None, error_row("execute", "input", e, attempt)
+    for retry in range(retries + 1):
+        try:
+            return backend.run(request), None
+        except SandboxError as e:
+            if retry == retries:
+                return None, error_row("execute", "environment", e, attempt, retry_count=retry)
+            time.sleep(backoff_s * 2 ** retry)
+
+
+def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int = 2,
+                  backoff_s: float = 0.2) -> tuple[list[dict], list[dict]]:
+    """Run the sandboxed attempts of `batch` concurrently on `pool`.
+
+    Returns every attempt (with `execution`, `turns` and sandbox columns; `failure` set when it
+    could not run) and the `errors` rows.
+    """
+    runnable = [a for a in batch if get_domain(a["domain"]).uses_sandbox]
+    results = pool.map(lambda a: _run_one(a, backend, limits, retries, backoff_s), runnable)
+    outcomes = dict(zip((id(a) for a in runnable), results))
+    outputs, errors = [], []
+    for attempt in batch:
+        execution, error = outcomes.get(id(attempt), (None, None))
+        turn = {"action": attempt["response"], "observation": None, "exit_code": None,
+                "duration_ms": None}
+        out = {**attempt, "execution": execution, "turns": [turn],
+               "sandbox_backend": None, "sandbox_wall_ms": None, "sandbox_cpu_ms": None}
+        if execution is not None:
+            count("executions")
+            turn.update(observation=(execution.stdout + execution.stderr)[-2000:],
+                        exit_code=execution.exit_code, duration_ms=execution.wall_ms)
+            out.update(sandbox_backend=execution.backend, sandbox_wall_ms=execution.wall_ms,
+                       sandbox_cpu_ms=execution.cpu_ms)
+        if error is not None:
+            out["failure"] = error["kind"]
+            errors.append(error)
+        outputs.append(out)
+    return outputs, errors
+
+
+class _ExecuteBatch(beam.DoFn):
+    def __init__(self, backend: str, limits: Limits, workers: int, retries: int, backoff_s: float):
+        self.backend_name, self.limits, self.workers = backend, limits, workers
+        self.retries, self.backoff_s = retries, backoff_s
+
+    def setup(self):
+        self.backend = get_backend(self.backend_name)
+        self.pool = ThreadPoolExecutor(self.workers)
+
+    def teardown(self):
+        self.pool.shutdown(wait=True)
+        self.backend.close()
+
+    def process(self, batch):
+        outputs, errors = execute_batch(batch, self.backend, self.pool, self.limits,
+                                        self.retries, self.backoff_s)
+        for error in errors:
+            yield errors_output(error)
+        yield from outputs
+
+
+class Execute(beam.PTransform):
+    """Attempts in, attempts with `execution` (the sandbox's result record) and `turns` out."""
+
+    def __init__(self, backend: str = "local", limits: Limits = Limits(timeout_s=2.0, memory_mb=256),
+                 workers: int = 4, batch_size: int = 64, retries: int = 2, backoff_s: float = 0.2):
+        super().__init__()
+        self.backend, self.limits, self.workers, self.batch_size = backend, limits, workers, batch_size
+        self.retries, self.backoff_s = retries, backoff_s
+
+    def expand(self, attempts):
+        return (attempts
+                | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
+                | "Run" >> beam.ParDo(_ExecuteBatch(self.backend, self.limits, self.workers,
+                                                    self.retries, self.backoff_s))
+                .with_outputs(ERRORS_TAG, main="attempts"))

@@ -1,0 +1,45 @@
+"""NormalizeRewards: group-relative advantages over the N attempts of each task.
+
+The estimator comes from the trainer's registry (grpo, dr_grpo, rloo). Attempts that errored are
+left out of their group's statistics; groups whose rewards are all equal carry no learning signal
+and are flagged `zero_variance` (kept as rows, advantage 0).
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import numpy as np
+
+from flywheel.trainer.advantages import get_advantage
+from flywheel.transforms.errors import count
+
+
+def normalize_group(attempts: list[dict], estimator: str) -> list[dict]:
+    """Set `advantage` (and zero-variance filtering) on one group's attempts."""
+    scored = [a for a in attempts if not a["filtered"]]
+    out = [{**a, "advantage": 0.0} for a in attempts if a["filtered"]]
+    if not scored:
+        return out
+    rewards = np.array([a["reward_raw"] for a in scored], dtype=np.float64)
+    if len(scored) < 2 or np.all(rewards == rewards[0]):
+        count("groups_zero_variance")
+        return out + [{**a, "advantage": 0.0, "filtered": True, "filter_reason": "zero_variance"}
+                      for a in scored]
+    count("groups_with_signal")
+    advantages = get_advantage(estimator)(rewards)
+    return out + [{**a, "advantage": float(adv)} for a, adv in zip(scored, advantages)]
+
+
+class NormalizeRewards(beam.PTransform):
+    def __init__(self, estimator: str = "grpo"):
+        super().__init__()
+        get_advantage(estimator)  # fail at construction on an unknown name
+        self.estimator = estimator
+
+    def expand(self, attempts):
+        return (attempts
+                | "ByGroup" >> beam.Map(lambda a: (a["group_id"], a))
+                | "Group" >> beam.GroupByKey()
+                | "Advantage" >> beam.FlatMap(
+                    lambda kv, est: normalize_group(sorted(kv[1], key=lambda a: a["sample_index"]), est),
+                    self.estimator))

@@ -1,0 +1,128 @@
+"""The sandbox contract: run a few files and a command under limits, get a result back.
+
+A backend (`local` today; bubblewrap, a warm pool and Docker later) turns an `ExecRequest` into an
+`ExecResult`. Callers name the backend in config and ask the registry for it:
+
+    with get_backend("local") as sandbox:
+        result = sandbox.run(ExecRequest(files={"main.py": "print(1)"}, command=("python", "main.py")))
+
+What the sandboxed code does wrong (crash, timeout, memory) is data in the result; only a failure of
+the sandbox itself (cannot spawn, no interpreter) raises `SandboxError`, which callers record as an
+`environment` error rather than blaming the policy.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+KILL_REASONS = (None, "timeout", "cpu", "memory", "output", "processes", "signal")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one run; every backend enforces them as closely as it can."""
+
+    timeout_s: float = 5.0        # wall clock
+    cpu_s: float | None = None    # default: ceil(timeout_s)
+    memory_mb: int = 512          # address space (RLIMIT_AS)
+    output_bytes: int = 65536     # cap on stdout and on stderr, each
+    processes: int = 32           # process-count limit (threads count too)
+    file_size_mb: int = 16        # largest file the code may write (RLIMIT_FSIZE)
+    open_files: int = 64          # RLIMIT_NOFILE
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    """Files to write into a fresh work dir, and the command to run there.
+
+    The token "python" as the command's first word means the sandbox's own Python interpreter,
+    started in isolated mode (`-I`): the work dir is not on `sys.path`, so a file the code wrote
+    (say `unittest.py`) cannot shadow the standard library of a test harness run after it.
+    """
+
+    files: Mapping[str, str]
+    command: Sequence[str]
+    stdin: str = ""
+    limits: Limits = Limits()
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What happened. `exit_code` is negative when a signal killed the process (Popen style)."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool               # the output cap was hit
+    kill_reason: str | None       # one of KILL_REASONS
+    wall_ms: float
+    cpu_ms: float
+    backend: str
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class SandboxError(Exception):
+    """The sandbox itself failed (spawn failed, interpreter missing...): an environment-side
+    error, never the code's fault."""
+
+
+class SandboxBackend(abc.ABC):
+    """Runs requests; one instance is opened once (e.g. in `DoFn.setup`) and shared by threads."""
+
+    name: str = ""
+
+    @abc.abstractmethod
+    def run(self, request: ExecRequest) -> ExecResult:
+        """Run `request` to completion and report; thread-safe."""
+
+    def close(self) -> None:
+        """Release pools, daemons, temp dirs. The default has nothing to release."""
+
+    def __enter__(self) -> "SandboxBackend":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+_BACKENDS: dict[str, type[SandboxBackend]] = {}
+# Built-in backends, imported on first request so that no caller imports a module for its effect.
+_BUILTIN_MODULES = {"local": "flywheel.transforms.sandbox_local"}
+
+
+def register_backend(name: str):
+    """Class decorator: make a `SandboxBackend` subclass available as `name`."""
+
+    def wrap(cls: type[SandboxBackend]) -> type[SandboxBackend]:
+        if not (isinstance(cls, type) and issubclass(cls, SandboxBackend)):
+            raise TypeError(f"{cls!r} is not a SandboxBackend subclass")
+        old = _BACKENDS.get(name)
+        # A module reloaded re-registers its own class; anything else under a taken name is a clash.
+        if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"sandbox backend {name!r} is already registered by {old.__qualname__}")
+        cls.name = name
+        _BACKENDS[name] = cls
+        return cls
+
+    return wrap
+
+
+def get_backend(name: str, **kwargs) -> SandboxBackend:
+    """A new instance of the backend called `name`, built with `kwargs`."""
+    if name not in _BACKENDS and name in _BUILTIN_MODULES:
+        importlib.import_module(_BUILTIN_MODULES[name])
+    if name not in _BACKENDS:
+        raise ValueError(f"unknown sandbox backend {name!r}; known: {', '.join(available_backends())}")
+    return _BACKENDS[name](**kwargs)
+
+
+def available_backends() -> list[str]:
+    """Names `get_backend` accepts: the registered ones and the built-ins not yet imported."""
+    return sorted(set(_BACKENDS) | set(_BUILTIN_MODULES))

@@ -1,0 +1,279 @@
+"""The `local` sandbox backend: a hardened subprocess in a fresh work dir.
+
+Hardening: a new session whose whole process group dies with the run, rlimits set in the child
+before exec, a clean environment, capped output, and (when the host user is root) an unprivileged
+uid per concurrent run, because RLIMIT_NPROC counts the host uid and a root child could signal any
+process on the machine. There is no pid, mount or network namespace yet: a later backend wraps this
+one in bubblewrap. Until then code that could hurt the host (fork bombs, `kill(-1)`) must not run here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import math
+import os
+import resource
+import selectors
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import PurePosixPath
+
+from flywheel.transforms.sandbox import (
+    ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, register_backend)
+
+_ENV_PATH = "/usr/bin:/bin"
+_CHUNK = 65536
+_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc")
+_PROCESS_MARKERS = ("can't start new thread", "BlockingIOError: [Errno 11]")
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class UidPool:
+    """Leases each concurrent run its own unprivileged uid, `base + slot`.
+
+    A slot is held by an exclusive flock on a file named after it. Every lease opens its own file
+    description, so flock excludes other threads *and* other processes on the machine (Beam runs
+    one SDK worker process per core), and the kernel releases a slot whose holder died.
+    """
+
+    def __init__(self, size: int = 256, base: int = 61000, lock_dir: str | None = None):
+        self.size, self.base = size, base
+        self.lock_dir = lock_dir or os.path.join(tempfile.gettempdir(), "flywheel-sandbox-uids")
+        os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
+        st = os.lstat(self.lock_dir)  # /tmp is shared: refuse a dir a sandboxed uid planted first
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise SandboxError(f"uid lock dir {self.lock_dir} is not a private dir of this user")
+
+    @contextlib.contextmanager
+    def lease(self):
+        while True:
+            for slot in range(self.size):
+                path = os.path.join(self.lock_dir, str(self.base + slot))
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                try:
+                    yield self.base + slot
+                finally:
+                    os.close(fd)
+                return
+            time.sleep(0.01)  # every slot busy: wait for a run to finish
+
+
+def _become_subreaper() -> None:
+    """Adopt orphans of our sandboxes so we can reap them: zombies left to a PID 1 that does not
+    reap (as in many containers) would count against a slot uid's RLIMIT_NPROC forever."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _write_files(workdir: str, files, uid: int | None) -> None:
+    """Write `files` under `workdir`, refusing paths that would land outside it."""
+    for name, text in files.items():
+        parts = PurePosixPath(name).parts
+        if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
+            raise ValueError(f"file path {name!r} escapes the work dir")
+        path = os.path.join(workdir, *parts)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    if uid is not None:  # the code may rewrite its own files, and create new ones
+        for root, dirs, names in os.walk(workdir):
+            for entry in [root] + [os.path.join(root, n) for n in dirs + names]:
+                os.chown(entry, uid, uid)
+
+
+def _child_setup(limits: Limits, uid: int | None):
+    """The function Popen runs in the child between fork and exec: rlimits, then drop to `uid`."""
+    cpu = math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s)
+    mb = 1024 * 1024
+    rlimits = [(resource.RLIMIT_AS, limits.memory_mb * mb),
+               (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU at the soft limit, SIGKILL a second later
+               (resource.RLIMIT_FSIZE, limits.file_size_mb * mb),
+               (resource.RLIMIT_NOFILE, limits.open_files),
+               (resource.RLIMIT_CORE, 0),
+               (resource.RLIMIT_NPROC, limits.processes)]
+    setrlimit = resource.setrlimit  # bound now: the child must not import or look anything up
+
+    def setup() -> None:
+        for res, soft, *hard in rlimits:
+            setrlimit(res, (soft, hard[0] if hard else soft))
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+
+    return setup
+
+
+def _run_processes(pgid: int, uid: int | None) -> dict[int, bool]:
+    """pid -> is_zombie for every process of one run: its process group, and its uid if it has one
+    (a child that called setsid() left the group but cannot leave its uid)."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == pgid:
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except (OSError, ValueError):
+            continue  # exited while we looked
+        p_uid, p_pgid = int(fields["Uid"].split()[0]), int(fields["NSpgid"].split()[0])
+        if p_pgid == pgid or (uid is not None and p_uid == uid):
+            found[int(name)] = fields["State"].split()[0] in ("Z", "X")
+    return found
+
+
+def _kill_run(pgid: int, uid: int | None) -> None:
+    """SIGKILL everything the run left behind and reap what we adopted; the leader is left to wait4."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    for _ in range(50):  # repeat: a process may fork while we scan
+        procs = _run_processes(pgid, uid)
+        live = [pid for pid, zombie in procs.items() if not zombie]
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in procs:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)  # ours only when adopted as subreaper; others raise at once
+        if not live:
+            return
+
+
+def _communicate(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float, on_exit):
+    """Feed stdin and collect capped stdout/stderr until both close or a limit ends the run.
+
+    Returns (stdout, stderr, reason) with reason None, "timeout" or "output". When the leader
+    exits, `on_exit()` kills what it left behind, so a background child holding the pipes open
+    cannot stretch the run to its timeout.
+    """
+    bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    pidfd = os.pidfd_open(proc.pid)
+    with selectors.DefaultSelector() as sel:
+        for fd in bufs:
+            sel.register(fd, selectors.EVENT_READ)
+        sel.register(pidfd, selectors.EVENT_READ)
+        if stdin:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        sent, reason = 0, None
+        try:
+            while reason is None and sel.get_map():  # until the leader exited and both pipes closed
+                events = sel.select(max(0.0, deadline - time.monotonic()))
+                if not events:
+                    reason = "timeout"
+                for key, _ in events:
+                    fd = key.fd
+                    if fd == pidfd:
+                        sel.unregister(pidfd)
+                        on_exit()
+                    elif fd in bufs:
+                        chunk = os.read(fd, _CHUNK)
+                        if not chunk:
+                            sel.unregister(fd)
+                        room = limits.output_bytes - len(bufs[fd])
+                        bufs[fd] += chunk[:room]
+                        if len(chunk) > room:
+                            reason = "output"
+                    else:  # stdin
+                        try:
+                            sent += os.write(fd, stdin[sent:sent + _CHUNK])
+                        except BrokenPipeError:
+                            sent = len(stdin)  # the code stopped reading: fine
+                        if sent >= len(stdin):
+                            sel.unregister(fd)
+                            proc.stdin.close()
+        finally:
+            os.close(pidfd)
+    out, err = (bytes(b).decode("utf-8", "replace") for b in bufs.values())
+    return out, err, reason
+
+
+@register_backend("local")
+class LocalBackend(SandboxBackend):
+    """Runs each request as a subprocess of this process; thread-safe, no state between runs."""
+
+    def __init__(self, uid_pool: UidPool | None = None, candidates: tuple[str, ...] | None = None):
+        _become_subreaper()
+        self._uids = uid_pool or (UidPool() if os.geteuid() == 0 else None)
+        # The sandbox uid must be able to run the interpreter: a pyenv under /root (mode 700) is
+        # out of its reach, so probe candidates once, by really running them, and keep the first.
+        tried = []
+        for python in candidates or dict.fromkeys([sys.executable, "/usr/bin/python3"]):
+            self._python = python
+            try:
+                probe = self.run(ExecRequest({}, ("python", "-c", "print('ok')")))
+            except SandboxError as e:
+                tried.append(f"{self._python}: {e}")
+                continue
+            if probe.stdout == "ok\n":
+                return
+            tried.append(f"{self._python}: exit {probe.exit_code} {probe.stderr.strip()[-200:]}")
+        raise SandboxError("no Python interpreter runs in the sandbox; tried " + "; ".join(tried))
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        command = list(request.command)
+        if not command:
+            raise ValueError("empty command")
+        if command[0] == "python":
+            command[:1] = [self._python, "-I"]
+        with (self._uids.lease() if self._uids else contextlib.nullcontext()) as uid, \
+                tempfile.TemporaryDirectory(prefix="flywheel-sandbox-") as workdir:
+            _write_files(workdir, request.files, uid)
+            return self._execute(command, workdir, uid, request)
+
+    def _execute(self, command: list[str], workdir: str, uid: int | None, request: ExecRequest):
+        limits = request.limits
+        env = {"PATH": _ENV_PATH, "LANG": "C.UTF-8", "HOME": workdir, "PYTHONDONTWRITEBYTECODE": "1"}
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                command, cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_child_setup(limits, uid))
+        except (OSError, subprocess.SubprocessError) as e:
+            raise SandboxError(f"cannot start {command[0]!r}: {e}") from e
+        killed = []
+
+        def kill_once() -> None:
+            if not killed:
+                killed.append(True)
+                _kill_run(proc.pid, uid)
+
+        with proc:  # closes the pipes
+            try:
+                out, err, reason = _communicate(
+                    proc, request.stdin.encode(), limits, start + limits.timeout_s, kill_once)
+            finally:
+                kill_once()  # kill the group before reaping its leader, whose pid names the group
+                _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+        wall_ms = (time.monotonic() - start) * 1000
+        cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000
+        return ExecResult(
+            exit_code=proc.returncode, stdout=out, stderr=err, timed_out=reason == "timeout",
+            truncated=reason == "output", kill_reason=reason or _kill_reason(proc.returncode, err, cpu_ms, limits),
+            wall_ms=wall_ms, cpu_ms=cpu_ms, backend=self.name)
+
+
+def _kill_reason(code: int, stderr: str, cpu_ms: float, limits: Limits) -> str | None:
+    """Why the code stopped, when it was not our timer or output cap."""
+    cpu_limit_ms = 1000 * math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s)
+    if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_ms >= cpu_limit_ms):
+        return "cpu"
+    if code != 0 and any(marker in stderr for marker in _MEMORY_MARKERS):
+        return "memory"
+    if code != 0 and any(marker in stderr for marker in _PROCESS_MARKERS):
+        return "processes"
+    return "signal" if code < 0 else None

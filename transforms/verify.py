@@ -1,0 +1,50 @@
+"""Verify: the domain's verifier scores each attempt; a verifier that raises is an error row."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from flywheel.domains.registry import get_domain
+from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
+from flywheel.transforms.verifiers import Verdict, get_verifier
+
+
+def verify_attempt(attempt: dict) -> tuple[dict, dict | None]:
+    """The attempt with its verdict fields, and an `errors` row when verification failed."""
+    domain = get_domain(attempt["domain"])
+    verifier = get_verifier(domain.verifier)
+    out = {**attempt, "verifier": verifier.name, "verifier_version": verifier.version,
+           "filtered": False, "filter_reason": None, "finished_at": now()}
+    error = None
+    if attempt.get("failure"):
+        verdict = Verdict(0.0, "error", detail=f"{attempt['failure']} error before verification")
+        out.update(filtered=True, filter_reason=f"{attempt['failure']}_error")
+    else:
+        try:
+            verdict = verifier(attempt["task"], attempt["response"], attempt.get("execution"))
+        except Exception as e:
+            error = error_row("verify", "environment", e, attempt)
+            verdict = Verdict(0.0, "error", detail=str(e))
+            out.update(filtered=True, filter_reason="verifier_error")
+    if verdict.exploit_suspected:
+        out.update(filtered=True, filter_reason="exploit_suspected")
+        count("exploit_suspected")
+    out.update(reward_raw=float(verdict.reward), verdict=verdict.verdict,
+               reward_components=dict(verdict.components))
+    count(f"verdict_{verdict.verdict}_{attempt.get('mode', 'train')}")
+    return out, error
+
+
+class _Verify(beam.DoFn):
+    def process(self, attempt):
+        out, error = verify_attempt(attempt)
+        if error is not None:
+            yield errors_output(error)
+        yield out
+
+
+class Verify(beam.PTransform):
+    """Attempts in, scored attempts (reward_raw, verdict, reward_components) out, plus errors."""
+
+    def expand(self, attempts):
+        return attempts | "Score" >> beam.ParDo(_Verify()).with_outputs(ERRORS_TAG, main="attempts")
