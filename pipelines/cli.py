@@ -13,6 +13,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import os
 import sys
 
 from rich.console import Console
@@ -125,6 +126,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Beam's in-process runner talks gRPC while the sandbox forks; gRPC logs every such fork.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args, rest = parser().parse_known_args(argv)
     console = Console(stderr=args.command == "sql" and args.format != "table")
     if args.command == "run":

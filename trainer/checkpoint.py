@@ -8,7 +8,6 @@ config.json is written last, so a folder without it is an incomplete checkpoint.
 """
 import io
 import json
-import os
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -16,6 +15,7 @@ import torch
 
 from flywheel.trainer.model import PolicyConfig, TinyPolicy
 from flywheel.trainer.tokens import TOKENIZER_SPEC
+from flywheel.trainer.uris import resolve_uri
 
 
 @dataclass
@@ -24,14 +24,6 @@ class Checkpoint:
     optimizer_state: dict | None
     meta: dict
     config: PolicyConfig
-
-
-def _resolve(uri: str) -> tuple[pafs.FileSystem, str]:
-    """(filesystem, path) for a URI or a plain (possibly relative) local path."""
-    if "://" not in uri:
-        return pafs.LocalFileSystem(), os.path.abspath(uri)
-    fs, path = pafs.FileSystem.from_uri(uri)
-    return fs, path.rstrip("/")
 
 
 def _write(fs: pafs.FileSystem, path: str, data: bytes) -> None:
@@ -56,7 +48,7 @@ def _torch_bytes(obj) -> bytes:
 
 def save_checkpoint(uri: str, model: TinyPolicy, optimizer: torch.optim.Optimizer | None, meta: dict) -> None:
     """Write model (+ optimizer) state and config.json (last) under `uri`."""
-    fs, root = _resolve(uri)
+    fs, root = resolve_uri(uri)
     fs.create_dir(root, recursive=True)
     _write(fs, f"{root}/model.pt", _torch_bytes(model.state_dict()))
     if optimizer is not None:
@@ -69,7 +61,7 @@ def save_checkpoint(uri: str, model: TinyPolicy, optimizer: torch.optim.Optimize
 
 def load_checkpoint(uri: str, device: str | torch.device = "cpu") -> Checkpoint:
     """Rebuild the policy on `device`; optimizer_state is None when none was saved."""
-    fs, root = _resolve(uri)
+    fs, root = resolve_uri(uri)
     if not _exists(fs, f"{root}/config.json"):
         raise FileNotFoundError(f"no checkpoint at {uri} (config.json missing)")
     config = json.loads(_read(fs, f"{root}/config.json"))
@@ -89,5 +81,5 @@ def load_checkpoint(uri: str, device: str | torch.device = "cpu") -> Checkpoint:
 
 def checkpoint_exists(uri: str) -> bool:
     """True when `uri` holds a complete checkpoint (its config.json is written)."""
-    fs, root = _resolve(uri)
+    fs, root = resolve_uri(uri)
     return _exists(fs, f"{root}/config.json")

@@ -6,8 +6,12 @@
 """
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.train_step import (
-    TrainConfig, apply_hyperparams, build_optimizer, pick_device, train_on_rows,
-)  # fmt: skip
+    TrainConfig,
+    apply_hyperparams,
+    build_optimizer,
+    pick_device,
+    train_on_rows,
+)
 from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS, read_trajectories
 
 

@@ -4,46 +4,54 @@ The rollout writes `<run>/tables/trajectories/iteration=K/domain=D/*.parquet`; `
 `domain` live only in the Hive path. `read_trajectories` reads one such folder (local or gs://)
 and `make_batch` turns rows into right-padded tensors aligned with next-token targets.
 """
-import os
-
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import torch
 
+from flywheel.schemas import PARTITION_COLUMNS, TRAJECTORIES
+from flywheel.schemas.validation import check_table_versions
 from flywheel.trainer.tokens import PAD
+from flywheel.trainer.uris import resolve_uri
 
 TRAIN_COLUMNS = [
-    "prompt_token_ids", "response_token_ids", "response_logprobs",
-    "advantage", "sampling_temperature", "filtered",
-]  # fmt: skip
-# Partition keys and their types; a key above the folder read is taken from the URI itself.
-PARTITIONS = pa.schema([("iteration", pa.int64()), ("domain", pa.string())])
+    "prompt_token_ids",
+    "response_token_ids",
+    "response_logprobs",
+    "advantage",
+    "sampling_temperature",
+    "filtered",
+]
+# Partition keys, typed as in the logical schema; a key above the folder read comes from the URI.
+PARTITIONS = pa.schema([TRAJECTORIES.field(name) for name in PARTITION_COLUMNS["trajectories"]])
 
 
 def read_trajectories(uri: str, columns: list[str] | None = None) -> pa.Table:
-    """All rows under a Hive-partitioned Parquet folder, partition keys as columns."""
-    if "://" in uri:
-        fs, path = pafs.FileSystem.from_uri(uri)
-    else:
-        fs, path = pafs.LocalFileSystem(), os.path.abspath(uri)
-    path = path.rstrip("/")
+    """All rows under a Hive-partitioned Parquet folder, partition keys as columns.
+
+    Files that carry a `schema_version` column (all that Flywheel writes) must have a known major
+    version; a folder without files gives an empty table of the logical schema.
+    """
+    fs, path = resolve_uri(uri)
     if fs.get_file_info(path).type != pafs.FileType.Directory:
         raise FileNotFoundError(f"no trajectories folder at {uri}")
-    dataset = ds.dataset(path, filesystem=fs, format="parquet", partitioning=ds.partitioning(PARTITIONS, flavor="hive"))
-    from_uri = {k: v for seg in path.split("/") if "=" in seg for k, v in [seg.split("=", 1)]}
+    hive = ds.partitioning(PARTITIONS, flavor="hive")
+    dataset = ds.dataset(path, filesystem=fs, format="parquet", partitioning=hive)
+    if not dataset.files:
+        return TRAJECTORIES.empty_table().select(list(columns or TRAJECTORIES.names))
+    if "schema_version" in dataset.schema.names:
+        check_table_versions(dataset.to_table(columns=["schema_version"]), uri)
     wanted = dataset.schema.names if columns is None else list(columns)
-    table = dataset.to_table(columns=[c for c in wanted if c in dataset.schema.names])
-    for i, name in enumerate(wanted):
-        field = PARTITIONS.field(name) if name in PARTITIONS.names else None
-        if field is None or name not in from_uri or table[name].null_count < len(table):
-            continue  # not a partition key, or found below the folder read
-        value = pa.array([from_uri[name]] * len(table)).cast(field.type)
-        table = table.set_column(table.schema.get_field_index(name), name, value)
-    missing = [c for c in wanted if c not in table.column_names]
+    missing = [c for c in wanted if c not in dataset.schema.names]
     if missing:
         raise KeyError(f"columns {missing} not in trajectories at {uri}")
-    return table.select(wanted)
+    table = dataset.to_table(columns=wanted)
+    from_uri = {k: v for seg in path.split("/") if "=" in seg for k, v in [seg.split("=", 1)]}
+    for name, value in from_uri.items():
+        if name in table.column_names and name in PARTITIONS.names and table[name].null_count == len(table):
+            column = pa.array([value] * len(table)).cast(PARTITIONS.field(name).type)
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+    return table
 
 
 def make_batch(rows: list[dict], device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
@@ -67,7 +75,7 @@ def make_batch(rows: list[dict], device: str | torch.device = "cpu") -> dict[str
         attn_mask[i, : len(s)] = True
         response_mask[i, p - 1 : p - 1 + n] = 1.0  # position t predicts token t+1
         if n:
-            old_logprobs[i, p - 1 : p - 1 + n] = torch.tensor(list(r["response_logprobs"]), dtype=torch.float32)
+            old_logprobs[i, p - 1 : p - 1 + n] = torch.tensor(list(r["response_logprobs"]))
     batch = {
         "input_ids": input_ids,
         "attn_mask": attn_mask,

@@ -25,6 +25,7 @@ def expand_task(task: dict, *, run_id: str, iteration: int, policy_version: int,
         "domain": task["domain"], "task_id": task["task_id"],
         "group_id": f"{iteration}/{mode}/{task['task_id']}", "sample_index": k,
         "prompt": task["prompt"], "task": task, "temperature": temperature,
+        "sampling_temperature": temperature,
         "max_new_tokens": int(task.get("max_new_tokens") or domain.max_new_tokens),
         "seed": attempt_seed(seed, iteration, task["task_id"], k, mode),
     } for k in range(n_samples)]

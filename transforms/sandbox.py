@@ -18,6 +18,7 @@ import dataclasses
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 KILL_REASONS = (None, "timeout", "cpu", "memory", "output", "processes", "signal")
 
@@ -44,10 +45,20 @@ class ExecRequest:
     (say `unittest.py`) cannot shadow the standard library of a test harness run after it.
     """
 
-    files: Mapping[str, str]
+    files: Mapping[str, str]      # relative path -> text
     command: Sequence[str]
     stdin: str = ""
     limits: Limits = Limits()
+
+    def __post_init__(self):
+        # Checked here, not in a backend, so a bad request fails where it is built (an `input`
+        # error) and no backend can forget it.
+        if not self.command:
+            raise ValueError("empty command")
+        for path in self.files:
+            parts = PurePosixPath(path).parts
+            if not parts or parts[0] == "/" or ".." in parts:
+                raise ValueError(f"file path {path!r} escapes the work dir")
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import math
 import os
-import resource
+import pwd
 import selectors
+import shutil
 import signal
 import stat
 import subprocess
@@ -27,11 +29,9 @@ from pathlib import PurePosixPath
 from flywheel.transforms.sandbox import (
     ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, register_backend)
 
-_ENV_PATH = "/usr/bin:/bin"
 _CHUNK = 65536
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc")
 _PROCESS_MARKERS = ("can't start new thread", "BlockingIOError: [Errno 11]")
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 class UidPool:
@@ -39,11 +39,13 @@ class UidPool:
 
     A slot is held by an exclusive flock on a file named after it. Every lease opens its own file
     description, so flock excludes other threads *and* other processes on the machine (Beam runs
-    one SDK worker process per core), and the kernel releases a slot whose holder died.
+    one SDK worker process per core), and the kernel releases a slot whose holder died. Uids that
+    name a user of the host are skipped: the backend kills every process of a leased uid.
     """
 
     def __init__(self, size: int = 256, base: int = 61000, lock_dir: str | None = None):
-        self.size, self.base = size, base
+        users = {entry.pw_uid for entry in pwd.getpwall()}
+        self.uids = [uid for uid in range(base, base + size) if uid not in users]
         self.lock_dir = lock_dir or os.path.join(tempfile.gettempdir(), "flywheel-sandbox-uids")
         os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
         st = os.lstat(self.lock_dir)  # /tmp is shared: refuse a dir a sandboxed uid planted first
@@ -53,8 +55,8 @@ class UidPool:
     @contextlib.contextmanager
     def lease(self):
         while True:
-            for slot in range(self.size):
-                path = os.path.join(self.lock_dir, str(self.base + slot))
+            for uid in self.uids:
+                path = os.path.join(self.lock_dir, str(uid))
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -62,7 +64,7 @@ class UidPool:
                     os.close(fd)
                     continue
                 try:
-                    yield self.base + slot
+                    yield uid
                 finally:
                     os.close(fd)
                 return
@@ -73,16 +75,13 @@ def _become_subreaper() -> None:
     """Adopt orphans of our sandboxes so we can reap them: zombies left to a PID 1 that does not
     reap (as in many containers) would count against a slot uid's RLIMIT_NPROC forever."""
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 def _write_files(workdir: str, files, uid: int | None) -> None:
-    """Write `files` under `workdir`, refusing paths that would land outside it."""
+    """Write `files` under `workdir` (ExecRequest checked that no path escapes it)."""
     for name, text in files.items():
-        parts = PurePosixPath(name).parts
-        if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
-            raise ValueError(f"file path {name!r} escapes the work dir")
-        path = os.path.join(workdir, *parts)
+        path = os.path.join(workdir, *PurePosixPath(name).parts)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
@@ -92,27 +91,36 @@ def _write_files(workdir: str, files, uid: int | None) -> None:
                 os.chown(entry, uid, uid)
 
 
-def _child_setup(limits: Limits, uid: int | None):
-    """The function Popen runs in the child between fork and exec: rlimits, then drop to `uid`."""
-    cpu = math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s)
-    mb = 1024 * 1024
-    rlimits = [(resource.RLIMIT_AS, limits.memory_mb * mb),
-               (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU at the soft limit, SIGKILL a second later
-               (resource.RLIMIT_FSIZE, limits.file_size_mb * mb),
-               (resource.RLIMIT_NOFILE, limits.open_files),
-               (resource.RLIMIT_CORE, 0),
-               (resource.RLIMIT_NPROC, limits.processes)]
-    setrlimit = resource.setrlimit  # bound now: the child must not import or look anything up
+def _which(program: str) -> str:
+    """The absolute path of `program` on the sandbox's PATH; a missing one is our failure."""
+    found = shutil.which(program, path="/usr/bin:/bin")
+    if found is None:
+        raise SandboxError(f"{program!r} not found on /usr/bin:/bin")
+    return found
 
-    def setup() -> None:
-        for res, soft, *hard in rlimits:
-            setrlimit(res, (soft, hard[0] if hard else soft))
-        if uid is not None:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
 
-    return setup
+def _cpu_s(limits: Limits) -> int:
+    """The CPU limit in whole seconds, the granularity of RLIMIT_CPU."""
+    return math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s)
+
+
+def _limited(command: list[str], limits: Limits, uid: int | None, tools: dict) -> list[str]:
+    """`command` behind util-linux's prlimit (rlimits) and setpriv (no new privileges, and as
+    root: drop to `uid` with no groups). Exec'd wrappers, not a Popen preexec_fn: a preexec_fn
+    forces fork() instead of vfork(), and fork() runs the parent's atfork handlers in the child,
+    where gRPC's (every Beam worker has it) abort the child now and then."""
+    cpu = _cpu_s(limits)
+    rlimits = {"as": limits.memory_mb << 20, "cpu": (cpu, cpu + 1),  # SIGXCPU, then SIGKILL
+               "fsize": limits.file_size_mb << 20, "nofile": limits.open_files, "core": 0,
+               "nproc": limits.processes}
+    argv = [tools["prlimit"]]
+    for name, value in rlimits.items():
+        soft, hard = value if isinstance(value, tuple) else (value, value)
+        argv.append(f"--{name}={soft}:{hard}")
+    argv += ["--", tools["setpriv"], "--no-new-privs"]
+    if uid is not None:
+        argv += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    return argv + ["--"] + command
 
 
 def _run_processes(pgid: int, uid: int | None) -> dict[int, bool]:
@@ -125,7 +133,7 @@ def _run_processes(pgid: int, uid: int | None) -> dict[int, bool]:
         try:
             with open(f"/proc/{name}/status") as f:
                 fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
-        except (OSError, ValueError):
+        except OSError:
             continue  # exited while we looked
         p_uid, p_pgid = int(fields["Uid"].split()[0]), int(fields["NSpgid"].split()[0])
         if p_pgid == pgid or (uid is not None and p_uid == uid):
@@ -150,53 +158,48 @@ def _kill_run(pgid: int, uid: int | None) -> None:
             return
 
 
-def _communicate(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float, on_exit):
-    """Feed stdin and collect capped stdout/stderr until both close or a limit ends the run.
+def _communicate(proc: subprocess.Popen, limits: Limits, deadline: float, kill):
+    """Collect capped stdout and stderr until the leader exited and both pipes closed, or a limit.
 
-    Returns (stdout, stderr, reason) with reason None, "timeout" or "output". When the leader
-    exits, `on_exit()` kills what it left behind, so a background child holding the pipes open
-    cannot stretch the run to its timeout.
+    Returns (stdout, stderr, reason), reason None, "timeout" or "output". When the leader exits, `kill()` ends what it left behind, so a background child
+    holding the pipes open cannot stretch the run to its timeout.
     """
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
-    pidfd = os.pidfd_open(proc.pid)
-    with selectors.DefaultSelector() as sel:
-        for fd in bufs:
-            sel.register(fd, selectors.EVENT_READ)
-        sel.register(pidfd, selectors.EVENT_READ)
-        if stdin:
-            os.set_blocking(proc.stdin.fileno(), False)
-            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
-        else:
-            proc.stdin.close()
-        sent, reason = 0, None
-        try:
-            while reason is None and sel.get_map():  # until the leader exited and both pipes closed
-                events = sel.select(max(0.0, deadline - time.monotonic()))
-                if not events:
+    reason = None
+
+    def read(fd: int) -> bool:
+        nonlocal reason
+        chunk = os.read(fd, _CHUNK)
+        room = limits.output_bytes - len(bufs[fd])
+        bufs[fd] += chunk[:room]
+        if len(chunk) > room and reason is None:
+            reason = "output"
+        return bool(chunk)
+
+    pidfd = os.pidfd_open(proc.pid)  # readable once the leader exits
+    try:
+        with selectors.DefaultSelector() as sel:
+            for fd in (*bufs, pidfd):
+                sel.register(fd, selectors.EVENT_READ)
+            while reason is None and sel.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:  # checked every pass: a trickle of output must not outlive it
                     reason = "timeout"
-                for key, _ in events:
-                    fd = key.fd
-                    if fd == pidfd:
+                    break
+                for key, _ in sel.select(remaining):
+                    if key.fd == pidfd:
                         sel.unregister(pidfd)
-                        on_exit()
-                    elif fd in bufs:
-                        chunk = os.read(fd, _CHUNK)
-                        if not chunk:
-                            sel.unregister(fd)
-                        room = limits.output_bytes - len(bufs[fd])
-                        bufs[fd] += chunk[:room]
-                        if len(chunk) > room:
-                            reason = "output"
-                    else:  # stdin
-                        try:
-                            sent += os.write(fd, stdin[sent:sent + _CHUNK])
-                        except BrokenPipeError:
-                            sent = len(stdin)  # the code stopped reading: fine
-                        if sent >= len(stdin):
-                            sel.unregister(fd)
-                            proc.stdin.close()
-        finally:
-            os.close(pidfd)
+                        kill()
+                    elif not read(key.fd):
+                        sel.unregister(key.fd)
+    finally:
+        os.close(pidfd)
+    kill()  # nothing of the run may still write; then take what is left in the pipes
+    for fd, buf in bufs.items():
+        os.set_blocking(fd, False)
+        with contextlib.suppress(BlockingIOError):
+            while len(buf) < limits.output_bytes and read(fd):
+                pass
     out, err = (bytes(b).decode("utf-8", "replace") for b in bufs.values())
     return out, err, reason
 
@@ -206,6 +209,7 @@ class LocalBackend(SandboxBackend):
     """Runs each request as a subprocess of this process; thread-safe, no state between runs."""
 
     def __init__(self, uid_pool: UidPool | None = None, candidates: tuple[str, ...] | None = None):
+        self._tools = {tool: _which(tool) for tool in ("prlimit", "setpriv")}
         _become_subreaper()
         self._uids = uid_pool or (UidPool() if os.geteuid() == 0 else None)
         # The sandbox uid must be able to run the interpreter: a pyenv under /root (mode 700) is
@@ -215,20 +219,16 @@ class LocalBackend(SandboxBackend):
             self._python = python
             try:
                 probe = self.run(ExecRequest({}, ("python", "-c", "print('ok')")))
+                if probe.stdout == "ok\n":
+                    return
+                tried.append(f"{python}: exit {probe.exit_code} {probe.stderr.strip()[-200:]}")
             except SandboxError as e:
-                tried.append(f"{self._python}: {e}")
-                continue
-            if probe.stdout == "ok\n":
-                return
-            tried.append(f"{self._python}: exit {probe.exit_code} {probe.stderr.strip()[-200:]}")
+                tried.append(f"{python}: {e}")
         raise SandboxError("no Python interpreter runs in the sandbox; tried " + "; ".join(tried))
 
     def run(self, request: ExecRequest) -> ExecResult:
         command = list(request.command)
-        if not command:
-            raise ValueError("empty command")
-        if command[0] == "python":
-            command[:1] = [self._python, "-I"]
+        command[:1] = [self._python, "-I"] if command[0] == "python" else [_which(command[0])]
         with (self._uids.lease() if self._uids else contextlib.nullcontext()) as uid, \
                 tempfile.TemporaryDirectory(prefix="flywheel-sandbox-") as workdir:
             _write_files(workdir, request.files, uid)
@@ -236,41 +236,40 @@ class LocalBackend(SandboxBackend):
 
     def _execute(self, command: list[str], workdir: str, uid: int | None, request: ExecRequest):
         limits = request.limits
-        env = {"PATH": _ENV_PATH, "LANG": "C.UTF-8", "HOME": workdir, "PYTHONDONTWRITEBYTECODE": "1"}
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                command, cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_child_setup(limits, uid))
-        except (OSError, subprocess.SubprocessError) as e:
-            raise SandboxError(f"cannot start {command[0]!r}: {e}") from e
-        killed = []
-
-        def kill_once() -> None:
-            if not killed:
-                killed.append(True)
-                _kill_run(proc.pid, uid)
-
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir,
+               "PYTHONDONTWRITEBYTECODE": "1"}  # never the parent's: it may hold credentials
+        with tempfile.TemporaryFile() as stdin:  # a file, not a pipe: no writer to keep alive
+            stdin.write(request.stdin.encode())
+            stdin.seek(0)
+            start = time.monotonic()
+            try:
+                proc = subprocess.Popen(
+                    _limited(command, limits, uid, self._tools), cwd=workdir, env=env,
+                    stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    start_new_session=True)
+            except (OSError, subprocess.SubprocessError) as e:
+                raise SandboxError(f"cannot start {command[0]!r}: {e}") from e
+        kill_once = functools.cache(lambda: _kill_run(proc.pid, uid))
         with proc:  # closes the pipes
             try:
-                out, err, reason = _communicate(
-                    proc, request.stdin.encode(), limits, start + limits.timeout_s, kill_once)
+                out, err, reason = _communicate(proc, limits, start + limits.timeout_s, kill_once)
             finally:
                 kill_once()  # kill the group before reaping its leader, whose pid names the group
                 _, status, usage = os.wait4(proc.pid, 0)
                 proc.returncode = os.waitstatus_to_exitcode(status)
-        wall_ms = (time.monotonic() - start) * 1000
+        if reason == "timeout" and proc.returncode != -signal.SIGKILL:
+            reason = None  # it exited by itself just as the deadline passed: not our kill
         cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000
         return ExecResult(
             exit_code=proc.returncode, stdout=out, stderr=err, timed_out=reason == "timeout",
-            truncated=reason == "output", kill_reason=reason or _kill_reason(proc.returncode, err, cpu_ms, limits),
-            wall_ms=wall_ms, cpu_ms=cpu_ms, backend=self.name)
+            truncated=reason == "output",
+            kill_reason=reason or _kill_reason(proc.returncode, err, cpu_ms, limits),
+            wall_ms=(time.monotonic() - start) * 1000, cpu_ms=cpu_ms, backend=self.name)
 
 
 def _kill_reason(code: int, stderr: str, cpu_ms: float, limits: Limits) -> str | None:
     """Why the code stopped, when it was not our timer or output cap."""
-    cpu_limit_ms = 1000 * math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s)
-    if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_ms >= cpu_limit_ms):
+    if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_ms >= 1000 * _cpu_s(limits)):
         return "cpu"
     if code != 0 and any(marker in stderr for marker in _MEMORY_MARKERS):
         return "memory"

@@ -19,7 +19,9 @@ def test_a_row_depends_only_on_its_seed_and_prompt():
     temps, seeds = [1.0, 0.7, 1.3, 1.0, 0.0, 1.0], [11, 12, 13, 14, 15, 16]
     batch = sample(model, PROMPTS, temps, seeds, max_new_tokens=12)
     perm = np.random.default_rng(0).permutation(len(PROMPTS))
-    shuffled = sample(model, [PROMPTS[i] for i in perm], [temps[i] for i in perm], [seeds[i] for i in perm], 12)
+    shuffled = sample(
+        model, [PROMPTS[i] for i in perm], [temps[i] for i in perm], [seeds[i] for i in perm], 12
+    )
     for j, i in enumerate(perm):
         alone = sample(model, [PROMPTS[i]], [temps[i]], [seeds[i]], 12)[0]
         assert alone.token_ids == batch[i].token_ids == shuffled[j].token_ids
@@ -63,10 +65,10 @@ def test_logprobs_match_the_trainers_recomputation():
     temps = [1.0, 0.7, 0.0, 1.3, 1.0, 2.0]
     out = sample(model, PROMPTS, temps, list(range(6)), max_new_tokens=12)
     rows = [
-        {"prompt_token_ids": p, "response_token_ids": s.token_ids, "response_logprobs": s.logprobs,
-         "advantage": 1.0, "sampling_temperature": t}
+        dict(prompt_token_ids=p, response_token_ids=s.token_ids, response_logprobs=s.logprobs,
+             advantage=1.0, sampling_temperature=t)
         for p, s, t in zip(PROMPTS, out, temps)
-    ]  # fmt: skip
+    ]
     b = make_batch(rows)
     with torch.no_grad():
         new = token_logprobs(model, b["input_ids"], b["attn_mask"], b["temperatures"])

@@ -1,0 +1,55 @@
+"""Verifiers on correct, wrong, malformed and hacking responses, with real sandbox executions."""
+
+import pytest
+
+from flywheel.transforms.sandbox import ExecRequest, get_backend
+from flywheel.transforms.verifiers import get_verifier, register_verifier
+
+ADD = {"task_id": "t", "answer": "42"}
+EXPR = {"task_id": "e", "answer": "14", "prompt": "expr 14:"}
+
+
+def test_numeric_match():
+    v = get_verifier("numeric_match")
+    assert v(ADD, " 42 ").verdict == "pass"
+    assert v(ADD, "42.0").reward == 1.0
+    assert v(ADD, "41").verdict == "fail"
+    assert v(ADD, "forty-two").verdict == "fail"
+    assert v(ADD, "").reward == 0.0
+    assert v(ADD, "nan").verdict == "fail"
+
+
+def test_numeric_match_raises_on_a_broken_task():
+    with pytest.raises(ValueError, match="not a number"):
+        get_verifier("numeric_match")({"task_id": "x", "answer": "abc"}, "1")
+
+
+def test_exact_match():
+    v = get_verifier("exact_match")
+    assert v({"answer": "dcba"}, "dcba\n").verdict == "pass"
+    assert v({"answer": "dcba"}, "abcd").verdict == "fail"
+
+
+def run_expr(response):
+    from flywheel.domains.registry import get_domain
+    spec = get_domain("pyexpr").program(EXPR, response)
+    with get_backend("local") as backend:
+        execution = backend.run(ExecRequest(files=spec["files"], command=spec["command"]))
+    return get_verifier("python_output")(EXPR, response, execution)
+
+
+@pytest.mark.parametrize("response,verdict", [
+    ("7*2", "pass"), ("10+4", "pass"), ("7*3", "fail"), ("14", "fail"),      # bare literal: no operator
+    ("7*", "fail"),                                                           # syntax error
+    ("print(14) or 0+0", "fail"),                                             # prints 14, then None
+    ("__import__('sys').exit(0) or 1+1", "fail"),                              # exits 0 before printing
+    ("__import__('os')._exit(0)+1", "fail"),
+    ("14.0+0", "fail"),                                                       # value 14.0, not 14
+])
+def test_python_output_decides_from_the_recorded_result(response, verdict):
+    assert run_expr(response).verdict == verdict
+
+
+def test_duplicate_verifier_names_are_refused():
+    with pytest.raises(ValueError, match="already registered"):
+        register_verifier("exact_match", "2")(lambda t, r, e: None)

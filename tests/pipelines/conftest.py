@@ -1,0 +1,21 @@
+"""Small run configurations that exercise every stage in seconds."""
+
+import pytest
+
+from flywheel.pipelines.config import (PolicySettings, RolloutSettings, RunConfig, TrainSettings,
+                                       WarmStartSettings)
+
+
+def tiny_config(**rollout) -> RunConfig:
+    return RunConfig(
+        seed=3, iterations=2,
+        rollout=RolloutSettings(**{"tasks_per_domain": 4, "heldout_per_domain": 4, "n_samples": 4,
+                                   **rollout}),
+        warm_start=WarmStartSettings(max_steps=20, eval_every=20, eval_tasks=4, batch_size=32),
+        train=TrainSettings(minibatch_size=32, epochs=1),
+        policy=PolicySettings())
+
+
+@pytest.fixture
+def tiny():
+    return tiny_config
