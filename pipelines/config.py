@@ -35,7 +35,7 @@ class WarmStartSettings:
 class TrainSettings:
     lr: float = 5e-4
     epochs: int = 2
-    minibatch_size: int = 256
+    minibatch_size: int = 128
     clip_eps: float = 0.2
     max_grad_norm: float = 1.0
     loss: str = "grpo"
@@ -52,7 +52,7 @@ class PolicySettings:
 @dataclass(frozen=True)
 class RunConfig:
     seed: int = 0
-    iterations: int = 6
+    iterations: int = 8
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
     train: TrainSettings = field(default_factory=TrainSettings)

@@ -39,8 +39,8 @@ class RunProgress:
             self.progress.update(self.task, description="warm start (supervised)")
         elif name == "warm_start_step":
             rates = " ".join(f"{k}={v:.2f}" for k, v in data.items() if k not in ("step", "loss"))
-            self._print(f"  warm start step {data['step']:5d}  loss {data['loss']:.3f}  "
-                        f"validation pass@1 {rates}")
+            self._print(f"  warm start {data['step']:5d}  loss {data['loss']:.3f}  "
+                        f"val pass@1 {rates}")
         elif name == "warm_start_end":
             self._print(f"  warm start done: {data['steps']} steps in {data['seconds']:.0f} s")
         elif name == "rollout_begin":

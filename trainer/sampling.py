@@ -3,9 +3,13 @@
 Row i draws its uniforms from `np.random.default_rng(seeds[i])` and picks its token by inverse
 CDF, so a row's sample depends on its own prompt, temperature and seed only: never on which
 other rows share the batch or in what order (Beam may bundle elements any way it likes).
+Bit for bit, logprobs included: the forward runs on a float64 copy of the policy, so the ulp-level
+effects of batch shape and thread count (1e-7 in float32) vanish when the logprobs are rounded
+to the float32 the tables store. That costs ~1.5x time and keeps a run reproducible.
 The prompts run once through the model to fill a KV cache; each step then feeds one token per
 row (3x faster than recomputing the context each step for 1024 rows x 12 tokens on 2 cores).
 """
+import copy
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -38,6 +42,7 @@ def sample(
         return []
     context = model.cfg.context
     device = next(model.parameters()).device
+    model = copy.deepcopy(model).double()  # see the module docstring: float64 for reproducibility
     lengths = [len(p) for p in prompts]
     if max(lengths) > context:
         raise ValueError(f"prompt of {max(lengths)} tokens exceeds context {context}")
@@ -64,10 +69,11 @@ def sample(
     cache: list = []
     logits = model(ids, real, cache)[:, -1]
     for step in range(max_new_tokens):
-        logp = policy_logprobs(logits.float(), temps)
+        logp = policy_logprobs(logits, temps.double())
         tok = _pick(logp, uniforms[:, step], greedy)
         tok_logp = logp.gather(1, tok[:, None]).squeeze(1)
         rows = live.nonzero().squeeze(1).tolist()
+        tok_logp = tok_logp.float()  # the tables store float32: round here, so memory == table
         for r, t, lp in zip(rows, tok[rows].tolist(), tok_logp[rows].tolist()):
             out[r].token_ids.append(t)
             out[r].logprobs.append(lp)

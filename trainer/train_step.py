@@ -71,6 +71,7 @@ def token_logprobs(
     return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
+@torch.enable_grad()  # training needs autograd even if a caller switched it off globally
 def train_on_rows(
     model: TinyPolicy,
     optimizer: torch.optim.Optimizer,
@@ -116,6 +117,7 @@ def train_on_rows(
     return {**{k: v / counts["n_steps"] for k, v in stats.items()}, **counts}
 
 
+@torch.enable_grad()
 def supervised_step(
     model: TinyPolicy,
     optimizer: torch.optim.Optimizer,

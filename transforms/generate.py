@@ -47,7 +47,6 @@ class PolicyModelHandler(ModelHandler[dict, PredictionResult, Any]):
         self.max_batch_size = max_batch_size
 
     def load_model(self):
-        import torch
         from flywheel.trainer.checkpoint import load_checkpoint
         from flywheel.trainer.model import PolicyConfig, build_policy
         from flywheel.trainer.train_step import pick_device
@@ -56,8 +55,7 @@ class PolicyModelHandler(ModelHandler[dict, PredictionResult, Any]):
             model = load_checkpoint(self.checkpoint_uri, device=device).model
         else:
             model = build_policy(PolicyConfig.from_dict(self.policy_config), self.init_seed).to(device)
-        model.eval()
-        torch.set_grad_enabled(False)
+        model.eval()  # sampling runs under no_grad; grad mode stays global and untouched
         return model
 
     def run_inference(self, batch: Sequence[dict], model, inference_args=None) -> Iterable[PredictionResult]:

@@ -1,10 +1,10 @@
 """The `local` sandbox backend: a hardened subprocess in a fresh work dir.
 
-Hardening: a new session whose whole process group dies with the run, rlimits set in the child
-before exec, a clean environment, capped output, and (when the host user is root) an unprivileged
-uid per concurrent run, because RLIMIT_NPROC counts the host uid and a root child could signal any
-process on the machine. There is no pid, mount or network namespace yet: a later backend wraps this
-one in bubblewrap. Until then code that could hurt the host (fork bombs, `kill(-1)`) must not run here.
+Hardening: a new session whose processes all die with the run, rlimits, no_new_privs, a clean
+environment, capped output, and (when the host user is root) an unprivileged uid per concurrent
+run, because RLIMIT_NPROC counts the host uid and a root child could signal any process on the
+machine. There is no pid, mount or network namespace yet: a later backend wraps this one in
+bubblewrap. Until then code that could hurt the host (fork bombs, `kill(-1)`) must not run here.
 """
 
 from __future__ import annotations
@@ -109,15 +109,10 @@ def _limited(command: list[str], limits: Limits, uid: int | None, tools: dict) -
     root: drop to `uid` with no groups). Exec'd wrappers, not a Popen preexec_fn: a preexec_fn
     forces fork() instead of vfork(), and fork() runs the parent's atfork handlers in the child,
     where gRPC's (every Beam worker has it) abort the child now and then."""
-    cpu = _cpu_s(limits)
-    rlimits = {"as": limits.memory_mb << 20, "cpu": (cpu, cpu + 1),  # SIGXCPU, then SIGKILL
-               "fsize": limits.file_size_mb << 20, "nofile": limits.open_files, "core": 0,
-               "nproc": limits.processes}
-    argv = [tools["prlimit"]]
-    for name, value in rlimits.items():
-        soft, hard = value if isinstance(value, tuple) else (value, value)
-        argv.append(f"--{name}={soft}:{hard}")
-    argv += ["--", tools["setpriv"], "--no-new-privs"]
+    cpu, memory, fsize = _cpu_s(limits), limits.memory_mb << 20, limits.file_size_mb << 20
+    argv = [tools["prlimit"], f"--as={memory}", f"--cpu={cpu}:{cpu + 1}",  # SIGXCPU, then SIGKILL
+            f"--fsize={fsize}", f"--nofile={limits.open_files}", "--core=0",
+            f"--nproc={limits.processes}", "--", tools["setpriv"], "--no-new-privs"]
     if uid is not None:
         argv += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     return argv + ["--"] + command
@@ -161,8 +156,9 @@ def _kill_run(pgid: int, uid: int | None) -> None:
 def _communicate(proc: subprocess.Popen, limits: Limits, deadline: float, kill):
     """Collect capped stdout and stderr until the leader exited and both pipes closed, or a limit.
 
-    Returns (stdout, stderr, reason), reason None, "timeout" or "output". When the leader exits, `kill()` ends what it left behind, so a background child
-    holding the pipes open cannot stretch the run to its timeout.
+    Returns (stdout, stderr, reason), reason None, "timeout" or "output". When the leader exits,
+    `kill()` ends what it left behind, so a background child holding the pipes open cannot stretch
+    the run to its timeout.
     """
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     reason = None
@@ -212,23 +208,28 @@ class LocalBackend(SandboxBackend):
         self._tools = {tool: _which(tool) for tool in ("prlimit", "setpriv")}
         _become_subreaper()
         self._uids = uid_pool or (UidPool() if os.geteuid() == 0 else None)
-        # The sandbox uid must be able to run the interpreter: a pyenv under /root (mode 700) is
-        # out of its reach, so probe candidates once, by really running them, and keep the first.
+        # The sandbox uid must be able to reach the interpreter: a pyenv under /root (mode 700) is
+        # not. setpriv still exec's it (still holding root's caps, which drop at exec) and it then
+        # half-works on the system's stdlib, so "it ran" proves nothing: ask the sandboxed uid.
+        probe = ExecRequest({}, ("python", "-c", "import os, sys; print(os.access(sys.executable, 1))"))
         tried = []
         for python in candidates or dict.fromkeys([sys.executable, "/usr/bin/python3"]):
             self._python = python
             try:
-                probe = self.run(ExecRequest({}, ("python", "-c", "print('ok')")))
-                if probe.stdout == "ok\n":
+                result = self.run(probe)
+                if result.stdout == "True\n":
                     return
-                tried.append(f"{python}: exit {probe.exit_code} {probe.stderr.strip()[-200:]}")
+                tried.append(f"{python}: {result.stdout.strip()} {result.stderr.strip()[-200:]}")
             except SandboxError as e:
                 tried.append(f"{python}: {e}")
         raise SandboxError("no Python interpreter runs in the sandbox; tried " + "; ".join(tried))
 
     def run(self, request: ExecRequest) -> ExecResult:
-        command = list(request.command)
-        command[:1] = [self._python, "-I"] if command[0] == "python" else [_which(command[0])]
+        command, program = list(request.command), request.command[0]
+        if program == "python":
+            command[:1] = [self._python, "-I"]
+        elif not program.startswith("./"):  # "./x" is the code's own file, found in the work dir
+            command[0] = _which(program)
         with (self._uids.lease() if self._uids else contextlib.nullcontext()) as uid, \
                 tempfile.TemporaryDirectory(prefix="flywheel-sandbox-") as workdir:
             _write_files(workdir, request.files, uid)

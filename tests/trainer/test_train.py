@@ -143,6 +143,15 @@ def test_no_signal_means_no_step():
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
+def test_training_works_even_with_grad_switched_off_globally():
+    model = build_policy(PolicyConfig(), 0)
+    opt = build_optimizer(model, TrainConfig())
+    with torch.no_grad():  # e.g. a sampler's setup() that ran earlier in the same process
+        loss = supervised_step(model, opt, [encode_prompt("ab")], [encode_answer("ba")])
+        stats = train_on_rows(model, opt, _rollout(model, n_tasks=2), TrainConfig(), 0)
+    assert np.isfinite(loss) and stats["n_steps"] > 0
+
+
 def test_non_finite_advantage_is_refused():
     model = build_policy(PolicyConfig(), 0)
     rows = [dict(r, advantage=float("nan")) for r in _rollout(model, n_tasks=1)]

@@ -132,6 +132,13 @@ def test_root_is_dropped(sandbox):
     assert uid != "0" and gid != "0" and groups.strip() == "[]"
 
 
+def test_child_cannot_gain_privileges(sandbox):
+    result = run(sandbox, "print(open('/proc/self/status').read())")
+    status = dict(line.split(":", 1) for line in result.stdout.splitlines() if ":" in line)
+    assert status["NoNewPrivs"].strip() == "1"  # setuid binaries (su, sudo) grant nothing
+    assert int(status["CapEff"], 16) == 0
+
+
 def test_concurrent_runs_each_get_their_own_uid(sandbox):
     request = ExecRequest({}, ("python", "-c", "import os, time; time.sleep(0.5); print(os.getuid())"))
     with ThreadPoolExecutor(8) as pool:
@@ -145,6 +152,11 @@ def test_concurrent_runs_each_get_their_own_uid(sandbox):
 def test_paths_escaping_the_work_dir_are_rejected(path):
     with pytest.raises(ValueError, match="escapes"):  # when the request is built, for any backend
         ExecRequest({path: "x"}, ("python", "-c", "pass"))
+
+
+def test_other_commands_and_files_of_the_work_dir(sandbox):
+    result = sandbox.run(ExecRequest({"run.sh": "echo $HOME | grep -c flywheel-sandbox"}, ("sh", "run.sh")))
+    assert (result.exit_code, result.stdout) == (0, "1\n")
 
 
 def test_sandbox_failures_raise_sandbox_error(sandbox):
