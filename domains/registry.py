@@ -96,5 +96,5 @@ def all_domains() -> dict[str, Domain]:
     return dict(sorted(_DOMAINS.items()))
 
 
-DEFAULT_DOMAINS = ("add", "pyexpr", "reverse")
-"""The embedded default: three built-in domains the tiny policy can learn on CPU."""
+DEFAULT_DOMAINS = ("add", "digitsum", "pyexpr", "reverse")
+"""The embedded default: four built-in domains the tiny policy can learn on CPU."""

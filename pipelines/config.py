@@ -17,6 +17,7 @@ class RolloutSettings:
     n_samples: int = 8                    # attempts per training task (the GRPO group size)
     temperature: float = 1.0
     advantage: str = "grpo"
+    filter_truncated: bool = False        # DAPO-style: keep truncated attempts out of the loss
     sandbox: str = "local"
     max_batch_size: int = 256
 

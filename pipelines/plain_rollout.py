@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
+from flywheel.transforms.filters import apply_filters
 from flywheel.transforms.generate import generate_batch
 from flywheel.transforms.sandbox import Limits, get_backend
 from flywheel.transforms.verify import verify_attempt
@@ -38,7 +39,7 @@ def plain_rollout(model, tasks: list[dict], *, n_samples: int, temperature: floa
                 errors += errs
                 for attempt in executed:
                     out, err = verify_attempt(attempt)
-                    scored.append(out)
+                    scored.append(apply_filters(out))
                     if err:
                         errors.append(err)
     finally:

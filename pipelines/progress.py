@@ -51,10 +51,10 @@ class RunProgress:
             k = data["iteration"]
             _, rows = query(self.run_dir, "SELECT domain, value FROM metrics WHERE iteration = "
                                           f"{k} AND name = 'heldout_pass@1' ORDER BY domain")
-            rates = " ".join(f"{'all' if d == '*' else d}={v:.3f}" for d, v in rows)
+            rates = " ".join(f"{'all' if d == '*' else d} {v:.3f}" for d, v in rows)
             c = data["counters"]
-            self._print(
-                f"iteration {k}: held-out pass@1 {rates} | attempts {c.get('attempts_train', 0)} "
-                f"errors {sum(v for n, v in c.items() if n.startswith('errors_'))} | "
-                f"rollout {data['rollout_seconds']:.1f} s train {data['train_seconds']:.1f} s")
+            errors = sum(v for n, v in c.items() if n.startswith("errors_"))
+            self._print(f"iteration {k}  held-out pass@1 {rates}  "
+                        f"({data['rollout_seconds'] + data['train_seconds']:.0f} s"
+                        + (f", {errors} errors" if errors else "") + ")")
             self.progress.update(self.task, advance=1, description="iterations")

@@ -1,6 +1,7 @@
 """The rollout pipeline of one iteration, as a short chain of named Beam steps.
 
-    ReadTasks -> Expand(n_samples) -> Generate -> Execute -> Verify -> NormalizeRewards -> WriteTables
+    ReadTasks -> Expand(n_samples) -> Generate -> Execute -> Verify -> NormalizeRewards
+              -> FilterTrajectories -> WriteTables
 
 The held-out evaluation rides in the same pipeline (one greedy attempt per held-out task) and
 shares its Generate/Execute/Verify steps, so each iteration starts Beam once.
@@ -18,6 +19,7 @@ from flywheel.pipelines.layout import RunLayout
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
 from flywheel.transforms.expand import Expand
+from flywheel.transforms.filters import FilterTrajectories
 from flywheel.transforms.generate import Generate, PolicyModelHandler
 from flywheel.transforms.metrics import ComputeMetrics, heldout_values, train_values
 from flywheel.transforms.rewards import NormalizeRewards
@@ -25,8 +27,7 @@ from flywheel.transforms.tasks import ReadTasks
 from flywheel.transforms.verify import Verify
 from flywheel.transforms.write_tables import WriteTable
 
-# Held-out tasks are numbered from 0; training tasks of iteration k follow a disjoint index range.
-WARM_START_VALIDATION_OFFSET = 10_000_000
+MAX_PROMPT_BYTES = 1 << 20  # longer prompts are input errors; long ones are left-truncated to the context
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class IterationSpec:
 
 
 def task_specs(config: RunConfig, iteration: int) -> list[tuple[str, str, int]]:
+    """Iteration k trains on fresh task indices [k*T, (k+1)*T); held-out tasks are always 0..H-1."""
     r = config.rollout
     start = iteration * r.tasks_per_domain
     specs = [(d, "train", i) for d in r.domains for i in range(start, start + r.tasks_per_domain)]
@@ -51,7 +53,7 @@ def build_rollout(pipeline: beam.Pipeline, config: RunConfig, spec: IterationSpe
     ids = dict(run_id=spec.run_id, iteration=spec.iteration, policy_version=spec.policy_version)
     read = pipeline | "ReadTasks" >> ReadTasks(
         specs=task_specs(config, spec.iteration), patterns=r.task_files, seed=config.seed,
-        max_prompt_bytes=config.policy.context // 2)
+        max_prompt_bytes=MAX_PROMPT_BYTES)
     train_tasks, heldout_tasks = read["tasks"] | "BySplit" >> beam.Partition(
         lambda t, n: int(t.get("split") == "heldout"), 2)
 
@@ -68,7 +70,9 @@ def build_rollout(pipeline: beam.Pipeline, config: RunConfig, spec: IterationSpe
     train_scored, heldout_scored = verified.attempts | "ByMode" >> beam.Partition(
         lambda a, n: int(a["mode"] == "heldout"), 2)
 
-    trajectories = train_scored | "NormalizeRewards" >> NormalizeRewards(r.advantage)
+    trajectories = (train_scored
+                    | "NormalizeRewards" >> NormalizeRewards(r.advantage)
+                    | "FilterTrajectories" >> FilterTrajectories(r.filter_truncated))
     _ = trajectories | "WriteTrajectories" >> WriteTable(layout.root, "trajectories")
 
     train_metrics = trajectories | "TrainMetrics" >> ComputeMetrics(train_values, **ids)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from flywheel.domains.registry import DEFAULT_DOMAINS
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"```bash\n(.*?)```", README, re.S)
@@ -33,7 +35,7 @@ def test_install_and_run_then_sql(tmp_path):
     args = shlex.split(sql.replace("runs/<timestamp>", str(run_dir)))
     out = subprocess.run([*args, "--format", "json"], capture_output=True, text=True, check=True)
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    assert {r["domain"] for r in rows} == {"add", "pyexpr", "reverse"}
+    assert {r["domain"] for r in rows} == set(DEFAULT_DOMAINS)
     out = subprocess.run([*args, "--format", "csv"], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[0] == "domain,avg(reward_raw)"
     bad = subprocess.run(["flywheel", "sql", "SELECT nope FROM trajectories", "--run-dir",

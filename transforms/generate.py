@@ -13,7 +13,18 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
-from flywheel.transforms.errors import now
+from flywheel.transforms.errors import count, now
+
+
+def fit_prompt(ids: list[int], limit: int) -> list[int]:
+    """Keep BOS and the last tokens of a prompt longer than `limit` (the end holds the question).
+
+    The trajectory row stores the ids the policy actually saw, so training stays consistent.
+    """
+    if len(ids) <= limit:
+        return ids
+    count("prompts_truncated")
+    return ids[:1] + ids[len(ids) - (limit - 1):]
 
 
 def generate_batch(model, batch: Sequence[dict]) -> list[dict]:
@@ -21,9 +32,10 @@ def generate_batch(model, batch: Sequence[dict]) -> list[dict]:
     from flywheel.trainer.sampling import sample
     from flywheel.trainer.tokens import decode, encode_prompt
     started = now()
-    prompts = [encode_prompt(a["prompt"]) for a in batch]
+    max_new = max(a["max_new_tokens"] for a in batch)
+    prompts = [fit_prompt(encode_prompt(a["prompt"]), model.cfg.context - max_new) for a in batch]
     samples = sample(model, prompts, [a["temperature"] for a in batch], [a["seed"] for a in batch],
-                     max(a["max_new_tokens"] for a in batch))
+                     max_new)
     results = []
     for attempt, prompt_ids, s in zip(batch, prompts, samples):
         ids, logprobs, finish = list(s.token_ids), list(s.logprobs), s.finish_reason

@@ -2,7 +2,7 @@
 
 The estimator comes from the trainer's registry (grpo, dr_grpo, rloo). Attempts that errored are
 left out of their group's statistics; groups whose rewards are all equal carry no learning signal
-and are flagged `zero_variance` (kept as rows, advantage 0).
+and are marked `zero_variance` (advantage 0) for FilterTrajectories.
 """
 
 from __future__ import annotations
@@ -15,16 +15,19 @@ from flywheel.transforms.errors import count
 
 
 def normalize_group(attempts: list[dict], estimator: str) -> list[dict]:
-    """Set `advantage` (and zero-variance filtering) on one group's attempts."""
-    scored = [a for a in attempts if not a["filtered"]]
-    out = [{**a, "advantage": 0.0} for a in attempts if a["filtered"]]
+    """Set `advantage` on one group's attempts, and `zero_variance` when the group has no signal.
+
+    Errored and exploit-suspected attempts are left out of the group's statistics (advantage 0).
+    """
+    valid = lambda a: a["verdict"] != "error" and not a.get("exploit_suspected")  # noqa: E731
+    scored = [a for a in attempts if valid(a)]
+    out = [{**a, "advantage": 0.0} for a in attempts if not valid(a)]
     if not scored:
         return out
     rewards = np.array([a["reward_raw"] for a in scored], dtype=np.float64)
     if len(scored) < 2 or np.all(rewards == rewards[0]):
         count("groups_zero_variance")
-        return out + [{**a, "advantage": 0.0, "filtered": True, "filter_reason": "zero_variance"}
-                      for a in scored]
+        return out + [{**a, "advantage": 0.0, "zero_variance": True} for a in scored]
     count("groups_with_signal")
     advantages = get_advantage(estimator)(rewards)
     return out + [{**a, "advantage": float(adv)} for a, adv in zip(scored, advantages)]

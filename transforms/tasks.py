@@ -92,7 +92,7 @@ class ReadTasks(beam.PTransform):
     """
 
     def __init__(self, specs: Sequence[tuple[str, str, int]] = (), patterns: Sequence[str] = (),
-                 seed: int = 0, max_prompt_bytes: int = 32):
+                 seed: int = 0, max_prompt_bytes: int = 1 << 20):
         super().__init__()
         self.specs, self.patterns = list(specs), list(patterns)
         self.seed, self.max_prompt_bytes = seed, max_prompt_bytes

@@ -98,3 +98,13 @@ def python_output(task: dict, response: str, execution: Any = None) -> Verdict:
     has_operator = bool(_OPERATOR.search(response))
     return _binary(ran and printed and has_operator, ran=float(ran), printed=float(printed),
                    has_operator=float(has_operator))
+
+
+@register_verifier("digit_sum", "1")
+def digit_sum(task: dict, response: str, execution: Any = None) -> Verdict:
+    """The response is exactly N decimal digits whose sum is S (answer holds "N S")."""
+    n, total = map(int, str(task["answer"]).split())
+    text = response.strip()
+    well_formed = len(text) == n and text.isascii() and text.isdigit()
+    ok = well_formed and sum(map(int, text)) == total
+    return _binary(ok, well_formed=float(well_formed))

@@ -14,23 +14,22 @@ def verify_attempt(attempt: dict) -> tuple[dict, dict | None]:
     domain = get_domain(attempt["domain"])
     verifier = get_verifier(domain.verifier)
     out = {**attempt, "verifier": verifier.name, "verifier_version": verifier.version,
-           "filtered": False, "filter_reason": None, "finished_at": now()}
+           "finished_at": now()}
     error = None
     if attempt.get("failure"):
         verdict = Verdict(0.0, "error", detail=f"{attempt['failure']} error before verification")
-        out.update(filtered=True, filter_reason=f"{attempt['failure']}_error")
     else:
         try:
             verdict = verifier(attempt["task"], attempt["response"], attempt.get("execution"))
         except Exception as e:
             error = error_row("verify", "environment", e, attempt)
             verdict = Verdict(0.0, "error", detail=str(e))
-            out.update(filtered=True, filter_reason="verifier_error")
+            out["failure"] = "verifier"
     if verdict.exploit_suspected:
-        out.update(filtered=True, filter_reason="exploit_suspected")
         count("exploit_suspected")
     out.update(reward_raw=float(verdict.reward), verdict=verdict.verdict,
-               reward_components=dict(verdict.components))
+               reward_components=dict(verdict.components),
+               exploit_suspected=verdict.exploit_suspected, verdict_detail=verdict.detail)
     count(f"verdict_{verdict.verdict}_{attempt.get('mode', 'train')}")
     return out, error
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from flywheel.domains.registry import DEFAULT_DOMAINS
 from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.sql import query
@@ -42,7 +43,7 @@ def test_iterations_commit_and_checkpoints_chain(tmp_path):
     run_iterations(str(tmp_path), tiny_config().__class__(**{**config.__dict__, "iterations": 3}))
     assert layout.committed_iterations() == [0, 1, 2]
     keys = trajectory_keys(tmp_path)
-    assert len(keys) == len(set(keys)) == 3 * 3 * 4 * 4
+    assert len(keys) == len(set(keys)) == 3 * len(DEFAULT_DOMAINS) * 4 * 4
 
 
 def test_resume_refuses_changed_settings(tmp_path):
@@ -89,7 +90,8 @@ def test_kill_9_mid_iteration_then_resume_loses_and_duplicates_nothing(tmp_path)
     assert "resuming at iteration 1" in done.stdout
     assert layout.committed_iterations() == [0, 1, 2]
     keys = trajectory_keys(run_dir)
-    assert len(keys) == len(set(keys)) == 3 * 3 * 4 * 4
+    assert len(keys) == len(set(keys)) == 3 * len(DEFAULT_DOMAINS) * 4 * 4
     _, rows = query(str(run_dir), "SELECT iteration, count(*) FROM metrics "
                                   "WHERE name = 'heldout_pass@1' GROUP BY 1 ORDER BY 1")
-    assert rows == [(0, 4), (1, 4), (2, 4)]
+    n = len(DEFAULT_DOMAINS) + 1
+    assert rows == [(0, n), (1, n), (2, n)]

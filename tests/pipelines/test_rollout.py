@@ -11,7 +11,7 @@ from flywheel.schemas import validate_table
 
 from .conftest import tiny_config
 
-DOMAINS = ("add", "pyexpr", "reverse")
+from flywheel.domains.registry import DEFAULT_DOMAINS as DOMAINS
 
 
 def rollout(run_dir, config, beam_args=()):
@@ -68,6 +68,7 @@ def test_bad_tasks_and_verifier_exceptions_become_error_rows(tmp_path):
         "this is not json",
         {"task_id": "bad-domain", "domain": "nope", "prompt": "x", "answer": "y"},
         {"task_id": "bad-answer", "domain": "add", "prompt": "1+1=", "answer": "two"},
+        {"task_id": "long", "domain": "add", "prompt": "x" * 300 + " 1+2=", "answer": "3"},
     ]
     tasks.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
     config = tiny_config(domains=("add",), task_files=(str(tasks),), tasks_per_domain=2)
@@ -87,6 +88,9 @@ def test_bad_tasks_and_verifier_exceptions_become_error_rows(tmp_path):
     for row in rows:
         by_task.setdefault(row["task_id"], []).append(row)
     assert len(by_task["ok-1"]) == config.rollout.n_samples
+    assert len(by_task["long"]) == config.rollout.n_samples   # left-truncated to fit the context
+    assert counters["prompts_truncated"] == config.rollout.n_samples
+    assert by_task["long"][0]["prompt"].endswith(" 1+2=") and len(by_task["long"][0]["prompt"]) == 305
     assert all(r["verdict"] == "error" and r["filter_reason"] == "verifier_error"
                for r in by_task["bad-answer"])
     assert counters["errors_input"] == 3 and counters["errors_environment"] == config.rollout.n_samples

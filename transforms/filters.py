@@ -1,0 +1,41 @@
+"""FilterTrajectories: one place decides which attempts the trainer must not learn from.
+
+Every attempt keeps its row; a filtered one has `filtered = True` and the first reason that
+applies, in this order: it errored (environment or verifier), the verifier suspects an exploit,
+it was cut off at the token limit (only with `filter_truncated`, DAPO's overlong filtering), or
+its whole group scored the same (zero variance: no learning signal).
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from flywheel.transforms.errors import count
+
+
+def filter_reason(attempt: dict, filter_truncated: bool = False) -> str | None:
+    if attempt["verdict"] == "error":
+        return f"{attempt.get('failure') or 'verifier'}_error"
+    if attempt.get("exploit_suspected"):
+        return "exploit_suspected"
+    if filter_truncated and attempt.get("finish_reason") == "length":
+        return "truncated"
+    if attempt.get("zero_variance"):
+        return "zero_variance"
+    return None
+
+
+def apply_filters(attempt: dict, filter_truncated: bool = False) -> dict:
+    reason = filter_reason(attempt, filter_truncated)
+    if reason:
+        count(f"filtered_{reason}")
+    return {**attempt, "filtered": reason is not None, "filter_reason": reason}
+
+
+class FilterTrajectories(beam.PTransform):
+    def __init__(self, filter_truncated: bool = False):
+        super().__init__()
+        self.filter_truncated = filter_truncated
+
+    def expand(self, attempts):
+        return attempts | "Flag" >> beam.Map(apply_filters, self.filter_truncated)
