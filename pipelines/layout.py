@@ -6,6 +6,7 @@ Paths go through apache_beam.io.filesystems, so a local folder and gs://bucket/p
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
@@ -43,9 +44,19 @@ class RunLayout:
         return FileSystems.exists(path)
 
     def write_json(self, path: str, value) -> None:
+        """Write atomically: a marker cut short by a kill must not look complete."""
+        data = json.dumps(value, indent=2, sort_keys=True, default=str).encode()
+        if "://" in path:  # object stores create an object whole or not at all
+            with FileSystems.create(path) as f:
+                f.write(data)
+            return
         _ensure_parent(path)
-        with FileSystems.create(path) as f:
-            f.write(json.dumps(value, indent=2, sort_keys=True, default=str).encode())
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
 
     def read_json(self, path: str):
         with FileSystems.open(path) as f:
@@ -64,10 +75,10 @@ class RunLayout:
         paths += [self.checkpoint(iteration), self.join("iterations", str(iteration))]
         for path in paths:
             if FileSystems.exists(path):
-                FileSystems.delete([path])
+                # object stores delete a "directory" as the prefix ending in '/'
+                FileSystems.delete([path if "://" not in path else path.rstrip("/") + "/"])
 
 
 def _ensure_parent(path: str) -> None:
     if "://" not in path:
-        import os
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -40,7 +40,8 @@ def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int
     """Run the sandboxed attempts of `batch` concurrently on `pool`.
 
     Returns every attempt (with `execution`, `turns` and sandbox columns; `failure` set when it
-    could not run) and the `errors` rows.
+    could not run) and the `errors` rows: `input` / `environment` when the attempt could not run,
+    `model` when the model's code ran into a limit (timeout, cpu, memory, output, processes).
     """
     runnable = [a for a in batch if get_domain(a["domain"]).uses_sandbox]
     results = pool.map(lambda a: _run_one(a, backend, limits, retries, backoff_s), runnable)
@@ -52,6 +53,12 @@ def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int
                 "duration_ms": None}
         out = {**attempt, "execution": execution, "turns": [turn],
                "sandbox_backend": None, "sandbox_wall_ms": None, "sandbox_cpu_ms": None}
+        if execution is not None and execution.kill_reason and execution.kill_reason != "signal":
+            # The model's code hit a limit: still a scored (failed) attempt, and a `model` error
+            # row so "which tasks make the policy write infinite loops?" is one query away.
+            error = error_row("execute", "model", f"killed: {execution.kill_reason} limit "
+                              f"(exit {execution.exit_code}, {execution.wall_ms:.0f} ms)", attempt)
+            error["error_type"] = execution.kill_reason
         if execution is not None:
             count("executions")
             turn.update(observation=(execution.stdout + execution.stderr)[-2000:],
@@ -59,7 +66,8 @@ def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int
             out.update(sandbox_backend=execution.backend, sandbox_wall_ms=execution.wall_ms,
                        sandbox_cpu_ms=execution.cpu_ms)
         if error is not None:
-            out["failure"] = error["kind"]
+            if error["kind"] != "model":
+                out["failure"] = error["kind"]
             errors.append(error)
         outputs.append(out)
     return outputs, errors
