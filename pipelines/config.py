@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from flywheel.domains.registry import DEFAULT_DOMAINS
+from flywheel.trainer.train_step import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -33,16 +34,6 @@ class WarmStartSettings:
 
 
 @dataclass(frozen=True)
-class TrainSettings:
-    lr: float = 5e-4
-    epochs: int = 2
-    minibatch_size: int = 128
-    clip_eps: float = 0.2
-    max_grad_norm: float = 1.0
-    loss: str = "grpo"
-
-
-@dataclass(frozen=True)
 class PolicySettings:
     d_model: int = 64
     n_layers: int = 3
@@ -56,7 +47,7 @@ class RunConfig:
     iterations: int = 8
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
-    train: TrainSettings = field(default_factory=TrainSettings)
+    train: TrainConfig = field(default_factory=TrainConfig)
     policy: PolicySettings = field(default_factory=PolicySettings)
 
     def to_dict(self) -> dict:

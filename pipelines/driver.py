@@ -20,7 +20,6 @@ from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.schemas import SCHEMA_VERSION, TABLES
 from flywheel.trainer.checkpoint import save_checkpoint
 from flywheel.trainer.train import train_iteration
-from flywheel.trainer.train_step import TrainConfig
 from flywheel.transforms.write_tables import write_parquet
 
 Event = Callable[[str, dict], None]
@@ -125,12 +124,8 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
         counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
         rollout_s = time.time() - started
         event("train_begin", {"iteration": k})
-        t = config.train
         stats = train_iteration(layout.table_dir("trajectories", k), policy, layout.checkpoint(k),
-                                TrainConfig(lr=t.lr, epochs=t.epochs, minibatch_size=t.minibatch_size,
-                                            clip_eps=t.clip_eps, max_grad_norm=t.max_grad_norm,
-                                            loss=t.loss),
-                                seed=config.seed * 1_000_003 + k)
+                                config.train, seed=config.seed * 1_000_003 + k)
         write_parquet(layout.join("tables", "metrics", f"iteration={k}", "trainer.parquet"),
                       "metrics", _trainer_metrics(info, k, stats))
         summary = {"iteration": k, "rollout_seconds": rollout_s,

@@ -66,7 +66,7 @@ def build_rollout(pipeline: beam.Pipeline, config: RunConfig, spec: IterationSpe
                                  init_seed=config.seed, max_batch_size=r.max_batch_size)
     generated = (train, heldout) | "AllAttempts" >> beam.Flatten() | "Generate" >> Generate(handler)
     executed = generated | "Execute" >> Execute(backend=r.sandbox)
-    verified = executed.attempts | "Verify" >> Verify()
+    verified = executed["attempts"] | "Verify" >> Verify()
     train_scored, heldout_scored = verified.attempts | "ByMode" >> beam.Partition(
         lambda a, n: int(a["mode"] == "heldout"), 2)
 

@@ -19,7 +19,7 @@ from flywheel.trainer.trajectory_batches import make_batch
 class TrainConfig:
     lr: float = 5e-4
     epochs: int = 2
-    minibatch_size: int = 256
+    minibatch_size: int = 128
     clip_eps: float = 0.2
     max_grad_norm: float = 1.0
     loss: str = "grpo"

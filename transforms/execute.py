@@ -35,6 +35,13 @@ def _run_one(attempt: dict, backend, limits: Limits, retries: int, backoff_s: fl
             time.sleep(backoff_s * 2 ** retry)
 
 
+def without_execution(attempt: dict) -> dict:
+    """An attempt of a domain that executes nothing: one turn, no sandbox columns."""
+    turn = {"action": attempt["response"], "observation": None, "exit_code": None, "duration_ms": None}
+    return {**attempt, "execution": None, "turns": [turn], "sandbox_backend": None,
+            "sandbox_wall_ms": None, "sandbox_cpu_ms": None}
+
+
 def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int = 2,
                   backoff_s: float = 0.2) -> tuple[list[dict], list[dict]]:
     """Run the sandboxed attempts of `batch` concurrently on `pool`.
@@ -49,10 +56,9 @@ def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int
     outputs, errors = [], []
     for attempt in batch:
         execution, error = outcomes.get(id(attempt), (None, None))
-        turn = {"action": attempt["response"], "observation": None, "exit_code": None,
-                "duration_ms": None}
-        out = {**attempt, "execution": execution, "turns": [turn],
-               "sandbox_backend": None, "sandbox_wall_ms": None, "sandbox_cpu_ms": None}
+        out = without_execution(attempt)
+        out["execution"] = execution
+        turn = out["turns"][0]
         if execution is not None and execution.kill_reason and execution.kill_reason != "signal":
             # The model's code hit a limit: still a scored (failed) attempt, and a `model` error
             # row so "which tasks make the policy write infinite loops?" is one query away.
@@ -104,8 +110,15 @@ class Execute(beam.PTransform):
         self.retries, self.backoff_s = retries, backoff_s
 
     def expand(self, attempts):
-        return (attempts
-                | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
-                | "Run" >> beam.ParDo(_ExecuteBatch(self.backend, self.limits, self.workers,
-                                                    self.retries, self.backoff_s))
-                .with_outputs(ERRORS_TAG, main="attempts"))
+        # Only sandboxed attempts are batched for the thread pool; the rest pass straight through,
+        # so every batch keeps all sandbox workers busy.
+        sandboxed, direct = attempts | "NeedsSandbox" >> beam.Partition(
+            lambda a, n: 0 if get_domain(a["domain"]).uses_sandbox else 1, 2)
+        ran = (sandboxed
+               | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
+               | "Run" >> beam.ParDo(_ExecuteBatch(self.backend, self.limits, self.workers,
+                                                   self.retries, self.backoff_s))
+               .with_outputs(ERRORS_TAG, main="attempts"))
+        passed = direct | "NoSandbox" >> beam.Map(without_execution)
+        merged = (ran.attempts, passed) | "Merge" >> beam.Flatten()
+        return {"attempts": merged, ERRORS_TAG: ran[ERRORS_TAG]}

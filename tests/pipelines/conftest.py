@@ -2,8 +2,8 @@
 
 import pytest
 
-from flywheel.pipelines.config import (PolicySettings, RolloutSettings, RunConfig, TrainSettings,
-                                       WarmStartSettings)
+from flywheel.pipelines.config import PolicySettings, RolloutSettings, RunConfig, WarmStartSettings
+from flywheel.trainer.train_step import TrainConfig
 
 
 def tiny_config(**rollout) -> RunConfig:
@@ -12,7 +12,7 @@ def tiny_config(**rollout) -> RunConfig:
         rollout=RolloutSettings(**{"tasks_per_domain": 4, "heldout_per_domain": 4, "n_samples": 4,
                                    **rollout}),
         warm_start=WarmStartSettings(max_steps=20, eval_every=20, eval_tasks=4, batch_size=32),
-        train=TrainSettings(minibatch_size=32, epochs=1),
+        train=TrainConfig(minibatch_size=32, epochs=1),
         policy=PolicySettings())
 
 
