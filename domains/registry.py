@@ -10,11 +10,38 @@ import hashlib
 import importlib
 import pkgutil
 import random
+from dataclasses import dataclass, field
 from typing import Any
 
 _DOMAINS: dict[str, "Domain"] = {}
-_NOT_DOMAIN_MODULES = {"registry"}
+_NOT_DOMAIN_MODULES = {"registry", "dataset"}
 SPLITS = ("train", "heldout")
+
+
+@dataclass(frozen=True)
+class SandboxNeeds:
+    """What a domain's programs need from the sandbox. `limits` of a program spec carries the
+    time and memory limits to Execute (keys of `transforms.sandbox.Limits`)."""
+
+    language: str = "python"
+    files: tuple[str, ...] = ()       # files every program of the domain writes
+    timeout_s: float = 2.0
+    memory_mb: int = 256
+
+    def limits(self) -> dict[str, Any]:
+        return {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool a multi-turn domain offers the policy: a name and a JSON-Schema for its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
 class Domain:
@@ -22,7 +49,9 @@ class Domain:
 
     Subclasses set `name`, `verifier` (a name in the verifier registry) and `uses_sandbox`, and
     implement `sample_task` and `demonstration`; sandboxed domains also implement `program`.
-    Tasks are plain dicts: task_id, domain, prompt, answer (a string the verifier reads), split.
+    Tasks are plain dicts: task_id, domain, prompt, answer (a string the verifier reads), split,
+    plus whatever fields the domain's verifier reads (`required_fields`).
+    Tasks come from a seeded generator (`sample_task`) or, in `DatasetDomain`, from a file.
     """
 
     name: str = ""
@@ -31,6 +60,41 @@ class Domain:
     description: str = ""
     heldout_fraction: float = 0.2
     max_new_tokens: int = 12
+    tier: int = 1                                   # budget class: 0 core, 1 standard, 2 extra
+    prompt_template: str = "{prompt}"               # how `render_prompt` turns fields into text
+    sandbox: SandboxNeeds | None = None             # None: nothing runs in the sandbox
+    tools: tuple[ToolSpec, ...] = ()                # multi-turn domains: the tools they offer
+    required_fields: tuple[str, ...] = ("task_id", "prompt", "answer")
+
+    def task_count(self) -> int | None:
+        """How many tasks the domain holds; None when a generator draws them."""
+        return None
+
+    def render_prompt(self, fields: dict[str, Any]) -> str:
+        return self.prompt_template.format(**fields)
+
+    def normalize_task(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A user's task row as this domain's task dict (defaults filled in, e.g. MBPP's prompt)."""
+        return dict(row)
+
+    def validate_task(self, task: dict[str, Any]) -> list[str]:
+        """Every problem that makes `task` unusable by this domain, as "field `x` ..." strings."""
+        problems = []
+        for name in self.required_fields:
+            if name not in task or task[name] is None:
+                problems.append(f"field `{name}` missing")
+            elif name in ("task_id", "prompt") and not (isinstance(task[name], str) and task[name]):
+                problems.append(f"field `{name}` must be a non-empty string")
+        return problems
+
+    def describe(self) -> dict[str, Any]:
+        """The row `flywheel domains` prints."""
+        count = self.task_count()
+        tasks = "generated" if count is None else count or "your files"
+        sandbox = self.sandbox.language if self.sandbox else ("python" if self.uses_sandbox else None)
+        return {"name": self.name, "tier": self.tier, "verifier": self.verifier, "tasks": tasks,
+                "sandbox": sandbox,
+                "tools": [t.name for t in self.tools], "description": self.description}
 
     def sample_task(self, rng: random.Random) -> dict[str, Any]:
         """Draw one task's `prompt` and `answer` from `rng`."""
@@ -41,7 +105,8 @@ class Domain:
         raise NotImplementedError
 
     def program(self, task: dict[str, Any], response: str) -> dict[str, Any]:
-        """What the sandbox runs for `response`: {"files": {path: text}, "command": [...]}."""
+        """What the sandbox runs for `response`: {"files": {path: text}, "command": [...]},
+        optionally "stdin" and "limits" (a dict of `Limits` fields for this task)."""
         raise NotImplementedError(f"domain {self.name} does not execute code")
 
     def split_of(self, prompt: str) -> str:
@@ -82,6 +147,28 @@ def _discover() -> None:
             importlib.import_module(f"{package.__name__}.{info.name}")
 
 
+def prepare_task(row: dict[str, Any], default_domain: str | None = None
+                 ) -> tuple[dict[str, Any] | None, list[str]]:
+    """(task, problems) for a user's task row: its domain's normalized task, or None and every
+    problem found, each naming the field ("field `test` missing")."""
+    name = row.get("domain") or default_domain
+    if not name:
+        return None, ["field `domain` missing"]
+    if not isinstance(name, str) or name not in all_domains():
+        return None, [f"field `domain`: unknown domain {name!r}"]
+    domain = _DOMAINS[name]
+    try:
+        task = domain.normalize_task({**row, "domain": name})
+    except (KeyError, TypeError, ValueError) as e:
+        return None, [f"cannot read the task: {type(e).__name__}: {e}"]
+    problems = domain.validate_task(task)
+    if task.get("split", "train") not in SPLITS:
+        problems.append(f"field `split` must be one of {', '.join(SPLITS)}, got {task['split']!r}")
+    task.setdefault("split", "train")
+    task.setdefault("answer", "")
+    return (None if problems else task), problems
+
+
 def get_domain(name: str) -> Domain:
     """The registered domain `name`; unknown names raise KeyError listing the known ones."""
     if name not in _DOMAINS:
@@ -96,5 +183,5 @@ def all_domains() -> dict[str, Domain]:
     return dict(sorted(_DOMAINS.items()))
 
 
-DEFAULT_DOMAINS = ("add", "digitsum", "pyexpr", "reverse")
+DEFAULT_DOMAINS = ("add", "interval", "pyexpr", "reverse")
 """The embedded default: four built-in domains the tiny policy can learn on CPU."""

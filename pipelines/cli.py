@@ -1,4 +1,4 @@
-"""The `flywheel` command line: run, sql, report.
+"""The `flywheel` command line: run, sql, report, domains, tasks, verify.
 
     flywheel run --run-dir runs/demo --iterations 6 --seed 0      # the embedded default
     flywheel sql "SELECT domain, avg(reward_raw) FROM trajectories GROUP BY 1" --run-dir runs/demo
@@ -19,6 +19,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from flywheel.pipelines import domains_cli, tasks_cli, verify_cli
 from flywheel.pipelines.config import RunConfig
 
 # flag -> (dotted config key, type, help); None type means a comma-separated list of strings.
@@ -122,6 +123,8 @@ def parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     report = sub.add_parser("report", help="held-out pass@1 per domain and iteration")
     report.add_argument("--run-dir", required=True)
+    for module in (domains_cli, tasks_cli, verify_cli):
+        module.add_parser(sub)
     return p
 
 
@@ -129,12 +132,15 @@ def main(argv: list[str] | None = None) -> int:
     # Beam's in-process runner talks gRPC while the sandbox forks; gRPC logs every such fork.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args, rest = parser().parse_known_args(argv)
-    console = Console(stderr=args.command == "sql" and args.format != "table")
+    # machine-readable output goes to stdout alone; messages then go to stderr
+    console = Console(stderr=args.command == "verify" or getattr(args, "format", "table") != "table")
     if args.command == "run":
         return cmd_run(args, rest, console)
     if rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
-    return {"sql": cmd_sql, "report": cmd_report}[args.command](args, console)
+    commands = {"sql": cmd_sql, "report": cmd_report, "domains": domains_cli.run,
+                "tasks": tasks_cli.run, "verify": verify_cli.run}
+    return commands[args.command](args, console)
 
 
 if __name__ == "__main__":

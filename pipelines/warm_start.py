@@ -20,9 +20,19 @@ from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
 from flywheel.trainer.model import PolicyConfig, build_policy
 from flywheel.trainer.tokens import encode_answer, encode_prompt
 from flywheel.trainer.train_step import pick_device, supervised_step
+from flywheel.transforms.generate import fit_prompt
 
 VALIDATION_OFFSET = 10_000_000   # validation tasks: train split, an index range rollouts never reach
 DEMONSTRATION_OFFSET = 20_000_000
+
+
+def has_demonstrations(domain, seed: int) -> bool:
+    """Whether a domain can show a correct response (dataset domains of user files may not)."""
+    try:
+        domain.demonstration(domain.make_task("train", DEMONSTRATION_OFFSET, seed), random.Random(0))
+        return True
+    except (NotImplementedError, RuntimeError, KeyError, ValueError):
+        return False
 
 
 def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None = None):
@@ -32,18 +42,24 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
     device = pick_device()
     model = build_policy(PolicyConfig(**config.policy.__dict__), seed).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
-    domains = [get_domain(d) for d in config.rollout.domains]
+    domains = [d for d in map(get_domain, config.rollout.domains) if has_demonstrations(d, seed)]
+    if not domains or ws.max_steps == 0:
+        model.eval()
+        return model, {"steps": 0, "validation_pass@1": {}, "history": [],
+                       "skipped": "no domain with demonstrations" if ws.max_steps else "max_steps=0"}
     validation = [d.make_task("train", VALIDATION_OFFSET + i, seed)
                   for d in domains for i in range(ws.eval_tasks)]
     rng = random.Random(f"{seed}:warm_start")
+    context = config.policy.context
     history, step, pass_rates = [], 0, {}
     for step in range(1, ws.max_steps + 1):
         prompts, answers = [], []
         for _ in range(ws.batch_size):
             domain = rng.choice(domains)
             task = domain.make_task("train", DEMONSTRATION_OFFSET + rng.randrange(10**6), seed)
-            prompts.append(encode_prompt(task["prompt"]))
-            answers.append(encode_answer(domain.demonstration(task, rng)))
+            answer = encode_answer(domain.demonstration(task, rng))[: context // 2]
+            answers.append(answer)
+            prompts.append(fit_prompt(encode_prompt(task["prompt"]), context - len(answer)))
         model.train()
         loss = supervised_step(model, optimizer, prompts, answers, device)
         if step % ws.eval_every == 0 or step == ws.max_steps:

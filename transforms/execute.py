@@ -8,6 +8,7 @@ exit, timeout, memory) are results, not errors.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,6 +23,8 @@ def _run_one(attempt: dict, backend, limits: Limits, retries: int, backoff_s: fl
     """(execution or None, error row or None) for one attempt."""
     try:
         spec = get_domain(attempt["domain"]).program(attempt["task"], attempt["response"])
+        if spec.get("limits"):  # the domain's own limits for this task win over the default
+            limits = dataclasses.replace(limits, **spec["limits"])
         request = ExecRequest(files=spec["files"], command=tuple(spec["command"]),
                               stdin=spec.get("stdin", ""), limits=limits)
     except Exception as e:  # the task cannot be turned into a program: bad input

@@ -53,3 +53,10 @@ def test_python_output_decides_from_the_recorded_result(response, verdict):
 def test_duplicate_verifier_names_are_refused():
     with pytest.raises(ValueError, match="already registered"):
         register_verifier("exact_match", "2")(lambda t, r, e: None)
+
+
+def test_in_range_accepts_any_whole_number_inside():
+    v = get_verifier("in_range")
+    task = {"answer": "23 41"}
+    assert [v(task, r).verdict for r in ("23", "41", " 30\n", "22", "42", "3.5", "-30", "", "30x")] == \
+        ["pass", "pass", "pass", "fail", "fail", "fail", "fail", "fail", "fail"]

@@ -79,9 +79,9 @@ def test_bad_tasks_and_verifier_exceptions_become_error_rows(tmp_path):
     by_stage = {(e["stage"], e["kind"]) for e in errors}
     assert ("read_tasks", "input") in by_stage and ("verify", "environment") in by_stage
     messages = "\n".join(e["message"] for e in errors)
-    assert f"{tasks}:2: field `prompt` missing" in messages
-    assert f"{tasks}:3: invalid JSON" in messages
-    assert f"{tasks}:4: field `domain`: unknown domain 'nope'" in messages
+    assert f"{tasks}: line 2: field `prompt` missing" in messages
+    assert f"{tasks}: line 3: invalid JSON" in messages
+    assert f"{tasks}: line 4: field `domain`: unknown domain 'nope'" in messages
     # the run went on: good tasks have rows, and the bad-answer attempts kept theirs, flagged
     rows = read_table(str(tmp_path / "run"), "trajectories").to_pylist()
     by_task = {}

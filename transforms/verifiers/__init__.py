@@ -1,18 +1,26 @@
-"""The verifier registry and the built-in verifiers.
+"""The verifier registry and the small built-in verifiers.
 
 A verifier turns (task, response, sandbox result) into a Verdict. It is pure and deterministic:
 the sandbox already ran whatever the response asked to run, and the verdict is decided here, in
 the trusted process, from the recorded result, never from what the untrusted code claims.
+
+The verifier kinds with dependencies (Python unit tests, math, structured extraction, SQL, shell
+end-state, reasoning-gym) are modules of this package, imported on first `get_verifier`, so that
+importing the registry stays cheap.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 _VERIFIERS: dict[str, "Verifier"] = {}
+_BUILTIN_MODULES = {
+    "python_tests": "python_tests", "math_answer": "math_answer", "structured": "structured",
+    "sql_result": "sql_result", "shell_state": "shell_state", "reasoning_gym": "reasoning_gym"}
 
 
 @dataclass(frozen=True)
@@ -37,14 +45,21 @@ class Verifier:
 def register_verifier(name: str, version: str):
     """Decorator: register `fn(task, response, execution) -> Verdict`; duplicates are refused."""
     def wrap(fn):
-        if name in _VERIFIERS:
+        builtin = _BUILTIN_MODULES.get(name)
+        if name in _VERIFIERS or (builtin and fn.__module__ != f"{__name__}.{builtin}"):
             raise ValueError(f"verifier {name!r} is already registered")
         _VERIFIERS[name] = Verifier(name, version, fn)
         return fn
     return wrap
 
 
+def available_verifiers() -> list[str]:
+    return sorted(set(_VERIFIERS) | set(_BUILTIN_MODULES))
+
+
 def get_verifier(name: str) -> Verifier:
+    if name not in _VERIFIERS and name in _BUILTIN_MODULES:
+        importlib.import_module(f"{__name__}.{_BUILTIN_MODULES[name]}")
     if name not in _VERIFIERS:
         raise KeyError(f"unknown verifier {name!r}; known: {', '.join(sorted(_VERIFIERS))}")
     return _VERIFIERS[name]
@@ -107,4 +122,14 @@ def digit_sum(task: dict, response: str, execution: Any = None) -> Verdict:
     text = response.strip()
     well_formed = len(text) == n and text.isascii() and text.isdigit()
     ok = well_formed and sum(map(int, text)) == total
+    return _binary(ok, well_formed=float(well_formed))
+
+
+@register_verifier("in_range", "1")
+def in_range(task: dict, response: str, execution: Any = None) -> Verdict:
+    """The response is a whole number N with A <= N <= B (answer holds "A B")."""
+    low, high = map(int, str(task["answer"]).split())
+    text = response.strip()
+    well_formed = text.isascii() and text.isdigit() and len(text) <= 12
+    ok = well_formed and low <= int(text) <= high
     return _binary(ok, well_formed=float(well_formed))

@@ -1,0 +1,299 @@
+"""Sandbox side of the `python_tests` verifier; runs as `python -I harness.py` with the plan on stdin.
+
+Two processes, so the verdict never depends on the untrusted one:
+- the parent (trusted: test code and harness only) reads the plan, makes itself non-dumpable so the
+  solution can neither read its memory nor write to its stdout through /proc, and runs each test
+  case here, with the tested names bound to proxies;
+- the child (`harness.py serve`) imports solution.py and serves calls over a pipe. Only plain values
+  (None, bool, int, float, complex, str, bytes, list, tuple, set, frozenset, dict) cross, so an
+  object that "equals anything" cannot; exits, patched builtins and prints stay in the child.
+The parent prints one report line, `FLYWHEEL-PYTESTS {json}`. Standard library only.
+"""
+
+import builtins
+import ctypes
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+MARKER = "FLYWHEEL-PYTESTS "
+MAX_LINE = 1 << 22
+
+
+def encode(v, depth=0):
+    if depth > 64:
+        raise TypeError("value nested too deeply")
+    t = type(v)
+    if v is None or t is bool or t is str:
+        return v
+    if t is int:
+        return {"int": str(v)}
+    if t is float:
+        return {"float": repr(v)}
+    if t is complex:
+        return {"complex": [repr(v.real), repr(v.imag)]}
+    if t is bytes:
+        return {"bytes": v.hex()}
+    if t in (list, tuple, set, frozenset):
+        return {t.__name__: [encode(x, depth + 1) for x in v]}
+    if t is dict:
+        return {"dict": [[encode(k, depth + 1), encode(x, depth + 1)] for k, x in v.items()]}
+    raise TypeError(f"a {t.__name__} cannot cross the sandbox boundary (plain values only)")
+
+
+_CONTAINERS = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
+
+
+def decode(v, depth=0):
+    """The plain value an encoded tree stands for; anything malformed raises ValueError."""
+    if depth > 64:
+        raise ValueError("value nested too deeply")
+    if v is None or type(v) in (bool, str):
+        return v
+    if type(v) is not dict or len(v) != 1:
+        raise ValueError("malformed value")
+    (tag, x), = v.items()
+    try:
+        if tag == "int" and type(x) is str and x.lstrip("-").isdigit():
+            return int(x)
+        if tag == "float" and type(x) is str:
+            return float(x)
+        if tag == "complex" and type(x) is list and len(x) == 2:
+            return complex(float(x[0]), float(x[1]))
+        if tag == "bytes" and type(x) is str:
+            return bytes.fromhex(x)
+        if tag in _CONTAINERS and type(x) is list:
+            return _CONTAINERS[tag](decode(e, depth + 1) for e in x)
+        if tag == "dict" and type(x) is list:
+            return {decode(k, depth + 1): decode(e, depth + 1) for k, e in x}
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"malformed value: {e}") from None
+    raise ValueError(f"malformed value tagged {tag!r}")
+
+
+# ---------------------------------------------------------------- the child: serves the solution
+def serve():
+    requests, replies = os.fdopen(os.dup(0), "rb"), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    sys.stdin, sys.stdout = open(os.devnull), open(os.devnull, "w")
+
+    def send(message):
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            data = data[os.write(replies, data):]
+
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("solution", os.path.abspath("solution.py"))
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit:
+        send({"import_error": "SystemExit during import", "exit": True})
+        return
+    except BaseException as e:
+        send({"import_error": f"{type(e).__name__}: {e}"})
+        return
+    send({"ready": True})
+    for line in requests:
+        request = json.loads(line)
+        try:
+            fn = getattr(module, request["name"])
+            args = [decode(a) for a in request["args"]]
+            kwargs = {k: decode(a) for k, a in request["kwargs"].items()}
+            value = fn(*args, **kwargs)
+        except SystemExit:
+            send({"raise": "SystemExit", "message": "the solution called exit", "exit": True})
+            continue
+        except BaseException as e:
+            send({"raise": type(e).__name__, "message": str(e)[:500]})
+            continue
+        try:
+            send({"value": encode(value)})
+        except (TypeError, ValueError) as e:
+            custom_eq = getattr(type(value), "__eq__", None) not in (None, object.__eq__)
+            send({"raise": "TypeError", "message": str(e)[:500],
+                  "custom_eq": custom_eq and type(value).__module__ != "builtins"})
+
+
+# ---------------------------------------------------------------- the parent: runs the tests
+class CaseTimeout(BaseException):
+    """Raised by the case timer; a BaseException so test code's `except Exception` cannot eat it."""
+
+
+class SolutionGone(Exception):
+    pass
+
+
+class Solution:
+    """The child process and its request/reply pipe."""
+
+    def __init__(self, signals, budget_end):
+        self.signals, self.budget_end = signals, budget_end
+        self.proc, self.broken, self.dirty, self.restarts = None, None, False, 0
+        self.stderr = open("stderr.txt", "w+b")
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", os.path.abspath(__file__), "serve"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.stderr, close_fds=True, start_new_session=True)
+        self.buffer, self.dirty = b"", True
+        try:
+            reply = self.receive()
+        except CaseTimeout:
+            self.broken = "importing the solution timed out"
+            raise
+        except SolutionGone as e:
+            self.broken = f"importing the solution failed: {e}"
+            raise
+        if reply.get("exit"):
+            self.signals.add("exit_attempt")
+        if reply.get("ready") is not True:
+            self.broken = str(reply.get("import_error", "the solution did not start"))
+            raise SolutionGone(self.broken)
+        self.dirty = False
+
+    def stop(self):
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.proc.wait()
+            self.proc = None
+
+    def receive(self):
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buffer:
+            remaining = self.budget_end - time.monotonic()
+            if remaining <= 0:
+                raise CaseTimeout("time budget exhausted")
+            if select.select([fd], [], [], remaining)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    self._gone()
+                self.buffer += chunk
+                if len(self.buffer) > MAX_LINE:
+                    self.stop()
+                    raise SolutionGone("the solution's reply is too long")
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+            if type(reply) is not dict:
+                raise ValueError
+        except ValueError:
+            raise SolutionGone("the solution corrupted its reply channel") from None
+        return reply
+
+    def _gone(self):
+        code = self.proc.wait()
+        if code == 0:  # exit 0 mid-call or mid-import: sys.exit(0)/os._exit(0), a known hack
+            self.signals.add("exit_attempt")
+        self.proc, self.dirty = None, False
+        raise SolutionGone(f"the solution's process exited with code {code}")
+
+    def call(self, name, args, kwargs):
+        if self.broken:
+            raise SolutionGone(self.broken)
+        if self.proc is None or self.dirty:
+            self.stop()
+            self.restarts += 1
+            if self.restarts > 6:
+                self.broken = "the solution's process died too often"
+            self.start()
+        request = {"name": name, "args": [encode(a) for a in args],
+                   "kwargs": {k: encode(a) for k, a in kwargs.items()}}
+        self.dirty = True  # until the reply is read: a timeout in between leaves it mid-call
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:
+            self._gone()
+        reply = self.receive()
+        self.dirty = False
+        if reply.get("exit"):
+            self.signals.add("exit_attempt")
+        if reply.get("custom_eq"):
+            self.signals.add("custom_eq")
+        if "value" in reply:
+            return decode(reply["value"])
+        kind = getattr(builtins, str(reply.get("raise")), None)
+        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+            kind = RuntimeError
+        raise kind(f"{reply.get('raise')}: {reply.get('message')}")
+
+
+class Remote:
+    """Stands for one function of the solution inside the test's namespace."""
+
+    def __init__(self, solution, name):
+        self.solution, self.name = solution, name
+
+    def __call__(self, *args, **kwargs):
+        return self.solution.call(self.name, args, kwargs)
+
+
+def _on_timer(signum, frame):
+    raise CaseTimeout("test case timed out")
+
+
+def run_plan(plan):
+    start = time.monotonic()
+    budget_end = start + plan["budget_s"]
+    signals = set()
+    solution = Solution(signals, budget_end)
+    ns = {"__name__": "__test__", "__builtins__": builtins}
+    for source in plan["setup"]:
+        try:
+            exec(compile(source, "<setup>", "exec"), ns)
+        except Exception:
+            pass  # a helper that fails to define shows up as failing cases
+    for name, target in plan["bind"].items():
+        ns[name] = Remote(solution, target)
+    signal.signal(signal.SIGALRM, _on_timer)
+    cases = []
+    for number, step in enumerate(plan["steps"]):
+        remaining = budget_end - time.monotonic()
+        passed, error = False, None
+        if remaining <= 0:
+            error = "time budget exhausted"
+        else:
+            signal.setitimer(signal.ITIMER_REAL, min(plan["case_timeout_s"], remaining))
+            try:
+                exec(compile(step["code"], f"<{step.get('name', 'setup')}>", "exec"), ns)
+                passed = True
+            except AssertionError:
+                error = "assertion failed"
+            except CaseTimeout as e:
+                error = str(e)
+            except Exception as e:
+                error = f"{type(e).__name__}: {str(e)[:300]}"
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        if step["kind"] == "case":
+            cases.append({"name": step["name"], "hidden": step["hidden"], "passed": passed,
+                          "error": error})
+    solution.stop()
+    solution.stderr.seek(0, os.SEEK_END)
+    solution.stderr.seek(max(0, solution.stderr.tell() - 2000))
+    return {"cases": cases, "signals": sorted(signals), "import_error": solution.broken,
+            "stderr_tail": solution.stderr.read().decode("utf-8", "replace"),
+            "wall_s": round(time.monotonic() - start, 4)}
+
+
+def main():
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, before any untrusted process exists
+    plan = json.loads(sys.stdin.read())
+    sys.stdin.close()
+    report = run_plan(plan)
+    sys.stdout.write("\n" + MARKER + json.dumps(report) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    serve() if sys.argv[1:] == ["serve"] else main()

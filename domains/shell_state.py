@@ -1,0 +1,135 @@
+"""Shell domains: the response is a bash script run over the task's files; the end state is checked.
+
+Task fields: prompt, `files` (path -> text, shown to the policy), `expect` (path -> the text the
+file must hold, or null: must not exist), optional `hidden_variants` ([{files, expect}], other
+files for the same instruction: a script that hard-codes the visible answer fails there), `exact`
+(compare bytes; default ignores trailing whitespace), `only_listed` (no files beyond `expect`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import string
+from pathlib import Path
+
+from flywheel.domains.registry import Domain, SandboxNeeds, ToolSpec, register_domain
+
+HARNESS = (Path(__file__).resolve().parent / "harnesses" / "shell.py").read_text()
+_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.S | re.I)
+RUN_SHELL = ToolSpec("run_shell", "Run a bash command in the task's working directory.", {
+    "type": "object", "required": ["command"], "additionalProperties": False,
+    "properties": {"command": {"type": "string", "maxLength": 4000},
+                   "timeout_s": {"type": "number", "minimum": 0.1, "maximum": 10}}})
+
+
+def script_of(response: str) -> str:
+    blocks = _BLOCK.findall(response)
+    return (blocks[-1] if blocks else response).strip() + "\n"
+
+
+class ShellDomain(Domain):
+    verifier = "shell_state"
+    uses_sandbox = True
+    sandbox = SandboxNeeds(language="bash", files=("harness.py", "script.sh"), timeout_s=2.0)
+    tools = (RUN_SHELL,)
+    required_fields = ("task_id", "prompt", "files", "expect")
+    max_new_tokens = 32
+
+    def program(self, task: dict, response: str) -> dict:
+        variants = [task["files"], *(v["files"] for v in task.get("hidden_variants", []))]
+        plan = {"script": script_of(response), "variants": variants,
+                "budget_s": self.sandbox.timeout_s - 0.6}
+        return {"files": {"harness.py": HARNESS}, "command": ["python", "harness.py"],
+                "stdin": json.dumps(plan), "limits": self.sandbox.limits()}
+
+    def demonstration(self, task: dict, rng: random.Random) -> str:
+        return f"```bash\n{task['reference_script']}\n```"
+
+
+@register_domain
+class UserShell(ShellDomain):
+    name = "shell"
+    description = "your own shell tasks (--tasks FILE: prompt, files, expect, hidden_variants)"
+
+    def task_count(self) -> int | None:
+        return 0
+
+
+def _words(rng: random.Random, n: int) -> list[str]:
+    return ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 6))) for _ in range(n)]
+
+
+def _count_lines(rng):
+    lines = _words(rng, rng.randint(2, 9))
+    return {"data.txt": "\n".join(lines) + "\n"}, {"count.txt": str(len(lines))}
+
+
+def _sort_unique(rng):
+    names = _words(rng, rng.randint(3, 7))
+    names += rng.sample(names, 2)
+    rng.shuffle(names)
+    return {"names.txt": "\n".join(names) + "\n"}, {"sorted.txt": "\n".join(sorted(set(names)))}
+
+
+def _delete_tmp(rng):
+    keep, drop = _words(rng, 2), _words(rng, rng.randint(1, 3))
+    files = {f"logs/{w}.log": w for w in keep} | {f"logs/{w}.tmp": w for w in drop}
+    return files, {f"logs/{w}.log": w for w in keep} | {f"logs/{w}.tmp": None for w in drop}
+
+
+def _concat_csv(rng):
+    parts = sorted(set(_words(rng, 3)))
+    files = {f"parts/{p}.csv": f"{p},{rng.randint(1, 99)}\n" for p in parts}
+    return files, {"all.csv": "".join(files[f"parts/{p}.csv"] for p in parts)}
+
+
+def _replace(rng):
+    old, new = _words(rng, 2)
+    lines = [f"{k} = {rng.choice([old, 'x', old + 'y'])}" for k in _words(rng, 4)]
+    text = "\n".join(lines) + "\n"
+    return {"config.ini": text}, {"config.ini": text.replace(old, new)}, {"old": old, "new": new}
+
+
+# (instruction, reference script, generator); {old}/{new} come from the generator's third value
+TEMPLATES = [
+    ("Write the number of lines of data.txt (just the number) into count.txt.",
+     "wc -l < data.txt | tr -d ' ' > count.txt", _count_lines),
+    ("Write the distinct lines of names.txt, sorted, into sorted.txt.",
+     "sort -u names.txt > sorted.txt", _sort_unique),
+    ("Delete every file in logs/ whose name ends in .tmp; keep the others.",
+     "rm -f logs/*.tmp", _delete_tmp),
+    ("Concatenate the .csv files of parts/, in name order, into all.csv.",
+     "cat $(ls parts/*.csv | sort) > all.csv", _concat_csv),
+    ("In config.ini, replace every occurrence of '{old}' with '{new}', in place.",
+     "sed -i 's/{old}/{new}/g' config.ini", _replace),
+]
+
+
+@register_domain
+class FileChores(ShellDomain):
+    name = "shell_files"
+    description = "file chores in bash (count, sort, delete, concatenate, replace), 2 hidden variants"
+
+    def sample_task(self, rng: random.Random) -> dict:
+        instruction, reference, generate = rng.choice(TEMPLATES)
+        drawn = generate(rng)
+        words = drawn[2] if len(drawn) == 3 else {}
+        files, expect = drawn[0], drawn[1]
+        hidden = []
+        for _ in range(2):  # the same instruction over other files (same words, other contents)
+            more = generate(rng)
+            if words:
+                more = _replace_with(rng, words)
+            hidden.append({"files": more[0], "expect": more[1]})
+        listing = "\n".join(f"--- {p}\n{t}" for p, t in sorted(files.items()))
+        prompt = f"{instruction.format(**words)}\nFiles in the working directory:\n{listing}"
+        return {"prompt": prompt, "files": files, "expect": expect, "hidden_variants": hidden,
+                "reference_script": reference.format(**words), "answer": reference.format(**words)}
+
+
+def _replace_with(rng, words):
+    lines = [f"{k} = {rng.choice([words['old'], 'z', words['old'] + words['old']])}" for k in _words(rng, 5)]
+    text = "\n".join(lines) + "\n"
+    return {"config.ini": text}, {"config.ini": text.replace(words["old"], words["new"])}

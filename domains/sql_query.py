@@ -1,0 +1,103 @@
+"""SQL domains: the response is a query, run in the sandbox on the task's fixture database.
+
+Task fields: prompt, `fixture` (SQL script: schema and rows, shown to the policy), optional
+`hidden_fixtures` (same schema, other rows: a query that hard-codes the visible answer fails
+there), `reference_query`, optional `ordered` (row order matters; default: the reference query
+ends with ORDER BY). The engine is SQLite from the sandbox's standard library; see the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
+
+HARNESS = (Path(__file__).resolve().parent / "harnesses" / "sql.py").read_text()
+_BLOCK = re.compile(r"```(?:sql|sqlite)?[ \t]*\n(.*?)```", re.S | re.I)
+
+
+def query_of(response: str) -> str:
+    """The query of a response: its last ```sql block, else the whole text; no trailing `;`."""
+    blocks = _BLOCK.findall(response)
+    return (blocks[-1] if blocks else response).strip().rstrip(";").strip()
+
+
+def is_ordered(task: dict) -> bool:
+    if "ordered" in task:
+        return bool(task["ordered"])
+    return bool(re.search(r"\border\s+by\b[^()]*$", task["reference_query"], re.I | re.S))
+
+
+class SqlDomain(Domain):
+    verifier = "sql_result"
+    uses_sandbox = True
+    sandbox = SandboxNeeds(language="sql (sqlite3)", files=("harness.py",), timeout_s=2.0)
+    required_fields = ("task_id", "prompt", "fixture", "reference_query")
+    max_new_tokens = 32
+
+    def demonstration(self, task: dict, rng: random.Random) -> str:
+        return f"```sql\n{task['reference_query']}\n```"
+
+    def program(self, task: dict, response: str) -> dict:
+        plan = {"fixtures": [task["fixture"], *task.get("hidden_fixtures", [])],
+                "query": query_of(response), "max_rows": 10_000, "budget_s": 1.2}
+        return {"files": {"harness.py": HARNESS}, "command": ["python", "harness.py"],
+                "stdin": json.dumps(plan), "limits": self.sandbox.limits()}
+
+
+@register_domain
+class UserSql(SqlDomain):
+    name = "sql"
+    description = "your own SQL tasks (--tasks FILE: prompt, fixture, reference_query, ...)"
+
+    def task_count(self) -> int | None:
+        return 0
+
+
+NAMES = ["Ada", "Bo", "Cyd", "Dee", "Eli", "Fay", "Gus", "Hal", "Ivy", "Jo"]
+CITIES = ["Oslo", "Lima", "Pune", "Kyiv"]
+SCHEMA = ("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, city TEXT);\n"
+          "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER, amount REAL, day TEXT);\n")
+
+
+def _fixture(rng: random.Random) -> str:
+    customers = [(i + 1, n, rng.choice(CITIES)) for i, n in enumerate(rng.sample(NAMES, 6))]
+    amounts = rng.sample(range(5, 500), 10)  # distinct: "largest first" has no ties
+    orders = [(i + 1, rng.randint(1, 5), float(a), f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}")
+              for i, a in enumerate(amounts)]
+    rows = [f"INSERT INTO customers VALUES ({i}, '{n}', '{c}');" for i, n, c in customers]
+    rows += [f"INSERT INTO orders VALUES ({i}, {c}, {a}, '{d}');" for i, c, a, d in orders]
+    return SCHEMA + "\n".join(rows)
+
+
+QUESTIONS = [
+    ("How many orders has each city's customers placed? Return city and count, one row per city "
+     "with at least one order.",
+     "SELECT c.city, COUNT(*) FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY c.city"),
+    ("List the names of customers who have placed no orders.",
+     "SELECT name FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)"),
+    ("Return the id and amount of the three largest orders, largest first.",
+     "SELECT id, amount FROM orders ORDER BY amount DESC LIMIT 3"),
+    ("What is the total amount ordered by each customer who ordered? Return name and total.",
+     "SELECT c.name, SUM(o.amount) FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY c.id"),
+    ("List every customer's name with their city, sorted by name.",
+     "SELECT name, city FROM customers ORDER BY name"),
+    ("How many orders were placed in March 2024 (day starting with 2024-03)?",
+     "SELECT COUNT(*) FROM orders WHERE day LIKE '2024-03%'"),
+]
+
+
+@register_domain
+class ShopSql(SqlDomain):
+    name = "sql_shop"
+    description = "questions over a small customers/orders database (SQLite), hidden variant DB"
+
+    def sample_task(self, rng: random.Random) -> dict:
+        question, reference = rng.choice(QUESTIONS)
+        fixture = _fixture(rng)
+        prompt = (f"SQLite database:\n{fixture}\n\nWrite one SQL query that answers: {question}")
+        return {"prompt": prompt, "fixture": fixture, "hidden_fixtures": [_fixture(rng)],
+                "reference_query": reference, "answer": reference}

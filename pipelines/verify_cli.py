@@ -1,0 +1,103 @@
+"""`flywheel verify`: score responses to tasks exactly as the pipeline's Verify step does.
+
+    flywheel verify --tasks humaneval.jsonl --responses answers.jsonl > scored.jsonl
+
+Responses are JSONL rows `{"task_id", "response"}`. Each goes through the same functions as the
+pipeline (execute_batch in the sandbox, verify_attempt, apply_filters) and comes out as one JSON
+line: task_id, domain, reward, verdict, reward_components, exploit_suspected, filtered,
+filter_reason, detail. A response to an unknown or invalid task is an `input_error` line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from flywheel.pipelines.tasks_cli import load_tasks, read_rows
+
+EXECUTE_LIMITS = {"timeout_s": 2.0, "memory_mb": 256}  # the pipeline's Execute defaults
+
+
+def attempt_of(task: dict, response: str, index: int) -> dict:
+    return {"run_id": "verify", "iteration": 0, "policy_version": 0, "mode": "eval",
+            "domain": task["domain"], "task_id": task["task_id"], "sample_index": index,
+            "group_id": f"verify/{task['task_id']}", "prompt": task["prompt"], "task": task,
+            "response": response}
+
+
+def output_line(attempt: dict) -> dict:
+    return {"task_id": attempt["task_id"], "domain": attempt["domain"],
+            "reward": attempt["reward_raw"], "verdict": attempt["verdict"],
+            "reward_components": attempt["reward_components"],
+            "exploit_suspected": attempt.get("exploit_suspected", False),
+            "filtered": attempt["filtered"], "filter_reason": attempt["filter_reason"],
+            "detail": attempt.get("verdict_detail") or ""}
+
+
+def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "local",
+                     workers: int = 2, batch_size: int = 64):
+    """Yield one output line per response, in order."""
+    from flywheel.transforms.execute import execute_batch
+    from flywheel.transforms.filters import apply_filters
+    from flywheel.transforms.sandbox import Limits, get_backend
+    from flywheel.transforms.verify import verify_attempt
+    by_id = {t["task_id"]: t for t in tasks}
+    limits = Limits(**EXECUTE_LIMITS)
+    with get_backend(sandbox) as backend, ThreadPoolExecutor(workers) as pool:
+        for start in range(0, len(responses), batch_size):
+            batch, lines = [], {}
+            for i, row in enumerate(responses[start:start + batch_size], start=start):
+                task = by_id.get(row.get("task_id"))
+                if task is None or not isinstance(row.get("response"), str):
+                    problem = "unknown task_id" if task is None else "field `response` missing"
+                    lines[i] = {"task_id": row.get("task_id"), "domain": None, "reward": 0.0,
+                                "verdict": "error", "reward_components": {},
+                                "exploit_suspected": False, "filtered": True,
+                                "filter_reason": "input_error", "detail": problem}
+                else:
+                    batch.append(attempt_of(task, row["response"], i))
+            executed, _ = execute_batch(batch, backend, pool, limits)
+            for attempt in executed:
+                scored, _ = verify_attempt(attempt)
+                lines[attempt["sample_index"]] = output_line(apply_filters(scored))
+            yield from (lines[i] for i in sorted(lines))
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("verify", help="score responses to tasks (same code path as the pipeline)")
+    p.add_argument("--tasks", required=True, nargs="+", help="task files (JSONL/Parquet, any filesystem)")
+    p.add_argument("--responses", required=True, help="JSONL of {task_id, response}")
+    p.add_argument("--domain", help="domain of task rows that have no `domain` field")
+    p.add_argument("--sandbox", default="local", help="sandbox backend")
+    p.add_argument("--workers", type=int, default=2, help="sandbox runs in parallel")
+
+
+def run(args, console) -> int:
+    tasks, problems = load_tasks(args.tasks, args.domain)
+    for problem in problems:
+        console.print(f"[yellow]skipped task[/] {problem}", highlight=False)
+    responses = []
+    for path, number, row, problem in read_rows(args.responses):
+        if problem:
+            console.print(f"[red]{path}: line {number}: {problem}[/]", highlight=False)
+            return 2
+        responses.append(row)
+    verdicts, total = Counter(), 0.0
+    for line in verify_responses(tasks, responses, args.sandbox, args.workers):
+        print(json.dumps(line), flush=True)
+        verdicts[line["verdict"]] += 1
+        total += line["reward"]
+    mean = total / len(responses) if responses else 0.0
+    console.print(f"{len(responses)} responses: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+                  + f"; mean reward {mean:.3f}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from rich.console import Console
+    parser = argparse.ArgumentParser(prog="flywheel")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(argv), Console(stderr=True))

@@ -1,0 +1,67 @@
+"""reasoning_gym: every dataset is a domain scored by its own score_answer; unsafe answers never
+reach the scorers that eval them."""
+
+import random
+import subprocess
+import sys
+
+import pytest
+
+from flywheel.domains.registry import all_domains, get_domain
+from flywheel.domains.rg import DATASETS
+from flywheel.transforms.verifiers import get_verifier
+
+reasoning_gym = pytest.importorskip("reasoning_gym")
+V = get_verifier("reasoning_gym")
+# reasoning-gym's own answers do not score 1.0 for these (the answer field is not a solution)
+NOT_SELF_SCORING = {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
+
+
+def test_every_dataset_but_composite_is_a_domain():
+    from reasoning_gym.factory import DATASETS as FACTORY
+    assert set(DATASETS) == set(FACTORY) - {"composite"}
+    assert {f"rg_{n}" for n in DATASETS} <= set(all_domains())
+
+
+def test_importing_the_registry_does_not_import_reasoning_gym():
+    code = ("import sys; from flywheel.domains.registry import all_domains; n = len(all_domains()); "
+            "print(n, 'reasoning_gym' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    count, imported = out.stdout.split()
+    assert int(count) >= 100 and imported == "False"
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_each_dataset_scores_its_own_answer_and_rejects_junk(name):
+    d, rng = get_domain(f"rg_{name}"), random.Random(0)
+    task = d.make_task("train", 0, 0)
+    assert task == d.make_task("train", 0, 0) and task["prompt"].endswith("</answer> tags.")
+    if name not in NOT_SELF_SCORING:
+        assert V(task, "Thinking...\n" + d.demonstration(task, rng)).verdict == "pass"
+    assert V(task, "<answer>definitely not it 12345</answer>").verdict == "fail"
+    assert V(task, "").reward < 1.0
+
+
+def test_hacks_score_zero_and_never_run(tmp_path):
+    marker = tmp_path / "pwned"
+    payload = f"__import__('os').system('touch {marker}')"
+    for name in ["n_queens", "string_insertion", "countdown", "simple_integration", "puzzle24"]:
+        task = get_domain(f"rg_{name}").make_task("train", 1, 0)
+        v = V(task, f"<answer>{payload}</answer>")
+        assert v.reward == 0.0 and v.exploit_suspected, name
+    assert not marker.exists()
+    tower = get_domain("rg_puzzle24").make_task("train", 1, 0)
+    assert V(tower, "<answer>9**9**9**9</answer>").exploit_suspected
+    assert V(tower, "<answer>9^(9^9)</answer>").exploit_suspected
+    chain = get_domain("rg_chain_sum").make_task("train", 1, 0)
+    hedge = V(chain, f"<answer>{chain['answer']}</answer> or <answer>0</answer>")
+    assert hedge.reward == 0.0 and hedge.exploit_suspected
+    junk = V(get_domain("rg_countdown").make_task("train", 1, 0), "<answer>%$#@!{</answer>")
+    assert junk.reward == 0.0 and not junk.exploit_suspected      # refused, but not an exploit
+
+
+def test_safe_answers_still_reach_the_scorers():
+    countdown = get_domain("rg_countdown").make_task("train", 2, 0)
+    assert V(countdown, f"<answer>{countdown['answer']}</answer>").verdict == "pass"
+    integ = get_domain("rg_simple_integration").make_task("train", 2, 0)
+    assert V(integ, f"<answer>{integ['answer']}</answer>").verdict == "pass"

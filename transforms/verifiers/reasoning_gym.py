@@ -1,0 +1,81 @@
+"""The `reasoning_gym` verifier: a reasoning-gym dataset's own `score_answer` on the answer.
+
+The answer is the last <answer>...</answer> of the response (else the whole response). Some
+reasoning-gym scorers `eval` the answer or hand it to sympy's `parse_expr` (which evals too), in
+this trusted process; those answers are screened first, and one that could run code or blow up
+(an exponent tower) scores 0 and is flagged instead of being scored.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from flywheel.domains.rg import RG_SEED, dataset
+from flywheel.transforms.verifiers import Verdict, register_verifier
+
+_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+# Scorers that call eval(answer) / sympy parse_expr(answer) (reasoning-gym 0.1.25).
+EVALS = {"string_insertion", "spiral_matrix", "binary_matrix", "n_queens"}
+PARSES = {"simple_integration", "intermediate_integration", "polynomial_multiplication",
+          "puzzle24", "countdown"}
+_MATH_NAMES = {"sin", "cos", "tan", "sec", "csc", "cot", "asin", "acos", "atan", "sinh", "cosh",
+               "tanh", "exp", "log", "ln", "sqrt", "pi", "oo", "Abs", "abs"}
+MAX_ANSWER = 10_000
+_CODE_LIKE = re.compile(r"__|\b(import|lambda|eval|exec|open|getattr|globals|os|sys)\b|"
+                        r"[A-Za-z_]\w*\s*\.\s*[A-Za-z_]\w*\s*\(|(\*\*|\^)\s*\(?[\w.\s]*\)?\s*(\*\*|\^)")
+_LITERAL_NODES = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Name,
+                  ast.Load, ast.UnaryOp, ast.USub, ast.UAdd)
+# Scorers that accept junk in 0.1.25: game_of_life_halting compares bool(answer) with
+# bool(expected), and both "True" and "False" are truthy, so any non-empty answer scored 1.0.
+STRICT = {"game_of_life_halting":
+          lambda answer, entry: float(answer.strip().lower() == str(entry["answer"]).strip().lower())}
+
+
+def safe_for_eval(answer: str) -> bool:
+    """eval() of it runs no code: it is not a Python expression at all, or only literals and
+    bare names (no calls, attributes, subscripts or operators that could allocate without bound)."""
+    try:
+        tree = ast.parse(answer.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    return all(isinstance(node, _LITERAL_NODES) for node in ast.walk(tree))
+
+
+def safe_for_sympy(answer: str) -> bool:
+    """parse_expr() of it can only build a bounded arithmetic expression."""
+    if len(answer) > 500 or not re.fullmatch(r"[\w\s+\-*/^().,=]*", answer) or "__" in answer:
+        return False
+    if any(len(n) > 1 and n not in _MATH_NAMES for n in re.findall(r"[A-Za-z_]\w*", answer)):
+        return False
+    powers = re.findall(r"(?:\*\*|\^)\s*\(?\s*([\w.]+)", answer)
+    chained = re.search(r"(\*\*|\^)\s*\(?[\w.\s]*\)?\s*(\*\*|\^)", answer)
+    return len(powers) <= 8 and not chained and all(
+        not p.replace(".", "").isdigit() or float(p) <= 100 for p in powers)
+
+
+@register_verifier("reasoning_gym", "1")
+def reasoning_gym(task: dict, response: str, execution: Any = None) -> Verdict:
+    name = task["rg_dataset"]
+    ds = dataset(name, int(task.get("rg_seed", RG_SEED)))
+    entry = ds[int(task["rg_index"])]
+    tagged = [a.strip() for a in _TAG.findall(response)]
+    answer = (tagged[-1] if tagged else response.strip())[:MAX_ANSWER]
+    flags = ["multiple_answers"] if len(set(tagged)) > 1 else []
+    unsafe = (name in EVALS and not safe_for_eval(answer)) or (name in PARSES and not safe_for_sympy(answer))
+    if unsafe and _CODE_LIKE.search(answer):
+        flags.append("code_in_answer")  # it would have run as code inside the scorer
+    components = {"tagged": float(bool(tagged))}
+    if flags:
+        components.update({f"exploit_{f}": 1.0 for f in flags})
+        return Verdict(0.0, "fail", components, True, f"exploit suspected: {', '.join(flags)}")
+    if unsafe:  # never handed to a scorer that would eval it; plain junk, not an exploit
+        return Verdict(0.0, "fail", components, detail="answer refused: not a safe expression")
+    try:
+        scorer = STRICT.get(name) or (lambda a, e: ds.score_answer(a, entry=e))
+        score = float(scorer(answer, entry))
+    except Exception as e:  # the scorer choking on a malformed answer is the answer's failure
+        return Verdict(0.0, "fail", components, detail=f"score_answer raised {type(e).__name__}: {e}")
+    components["score"] = score
+    return Verdict(score, "pass" if score >= 1.0 else "fail", components)

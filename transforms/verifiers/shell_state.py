@@ -1,0 +1,54 @@
+"""The `shell_state` verifier: the files a script left behind, not what it printed.
+
+The sandbox harness (domains/harnesses/shell.py) recorded each variant directory's end state
+after the script and everything it started were gone; here every expected path is checked
+against it. A variant passes when all its checks hold; the reward is the fraction of hidden
+variants passed (of all variants when there are none), per-check results are components.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flywheel.domains.shell_state import script_of
+from flywheel.transforms.verifiers import Verdict, register_verifier
+from flywheel.transforms.verifiers.hacks import shell_flags
+from flywheel.transforms.verifiers.scoring import harness_report, score_cases
+
+MARKER = "FLYWHEEL-SHELL "
+
+
+def _norm(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
+
+
+def check(entry: dict | None, want: str | None, exact: bool) -> bool:
+    if want is None:
+        return entry is None
+    if entry is None or entry.get("type") != "file" or entry.get("truncated"):
+        return False
+    return entry["content"] == want if exact else _norm(entry["content"]) == _norm(want)
+
+
+@register_verifier("shell_state", "1")
+def shell_state(task: dict, response: str, execution: Any = None) -> Verdict:
+    expects = [task["expect"], *(v["expect"] for v in task.get("hidden_variants", []))]
+    names = ["visible_0"] + [f"hidden_{i}" for i in range(len(expects) - 1)]
+    flags = shell_flags(script_of(response))
+    report, problem, more_flags = harness_report(execution, MARKER)
+    if report is None:
+        return score_cases({n: False for n in names}, set(names[1:]), flags + more_flags, problem)
+    variants = report.get("variants") or []
+    if len(variants) != len(expects):
+        raise ValueError(f"the harness reported {len(variants)} variants, the task has {len(expects)}")
+    results, checks = {}, {}
+    for name, want, got in zip(names, expects, variants):
+        files = got.get("files") or {}
+        ok = {path: check(files.get(path), text, bool(task.get("exact"))) for path, text in want.items()}
+        if task.get("only_listed"):
+            ok["(no other files)"] = all(p in want or e["type"] == "dir" for p, e in files.items())
+        checks.update({f"{name}:{path}": float(v) for path, v in ok.items()})
+        results[name] = all(ok.values()) and not got.get("capped")
+    failed = [k for k, v in checks.items() if not v]
+    return score_cases(results, set(names[1:]), flags, "failed: " + ", ".join(failed[:5]) if failed else "",
+                       extra=checks)
