@@ -26,7 +26,7 @@ def rows_of_file(path: str, data: bytes) -> Iterator[Row]:
     if path.endswith(".parquet"):
         yield from _parquet_rows(data)
         return
-    if path.endswith(".gz"):
+    if data[:2] == b"\x1f\x8b":  # still gzipped (Beam's readers usually decompress .gz already)
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError) as e:
