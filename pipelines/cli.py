@@ -1,4 +1,4 @@
-"""The `flywheel` command line: run, sql, report, domains, tasks, verify.
+"""The `flywheel` command line: run, sql, report, domains, tasks, verify, sandbox.
 
     flywheel run --run-dir runs/demo --iterations 6 --seed 0      # the embedded default
     flywheel sql "SELECT domain, avg(reward_raw) FROM trajectories GROUP BY 1" --run-dir runs/demo
@@ -19,7 +19,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from flywheel.pipelines import domains_cli, tasks_cli, verify_cli
+from flywheel.pipelines import domains_cli, sandbox_cli, tasks_cli, verify_cli
 from flywheel.pipelines.config import RunConfig
 
 # flag -> (dotted config key, type, help); None type means a comma-separated list of strings.
@@ -123,7 +123,7 @@ def parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     report = sub.add_parser("report", help="held-out pass@1 per domain and iteration")
     report.add_argument("--run-dir", required=True)
-    for module in (domains_cli, tasks_cli, verify_cli):
+    for module in (domains_cli, sandbox_cli, tasks_cli, verify_cli):
         module.add_parser(sub)
     return p
 
@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     commands = {"sql": cmd_sql, "report": cmd_report, "domains": domains_cli.run,
-                "tasks": tasks_cli.run, "verify": verify_cli.run}
+                "tasks": tasks_cli.run, "verify": verify_cli.run,
+                "sandbox": lambda args, console: sandbox_cli.main(args)}
     return commands[args.command](args, console)
 
 

@@ -9,6 +9,7 @@ Exit status 1 when anything is wrong.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 

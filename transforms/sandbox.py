@@ -1,7 +1,8 @@
 """The sandbox contract: run a few files and a command under limits, get a result back.
 
-A backend (`local` today; bubblewrap, a warm pool and Docker later) turns an `ExecRequest` into an
-`ExecResult`. Callers name the backend in config and ask the registry for it:
+A backend (`local`: bubblewrap namespaces with a warm pool; `docker`; `unsafe-subprocess` for
+debugging only) turns an `ExecRequest` into an `ExecResult`. Callers name the backend in config
+and ask the registry for it:
 
     with get_backend("local") as sandbox:
         result = sandbox.run(ExecRequest(files={"main.py": "print(1)"}, command=("python", "main.py")))
@@ -34,6 +35,7 @@ class Limits:
     processes: int = 32           # process-count limit (threads count too)
     file_size_mb: int = 16        # largest file the code may write (RLIMIT_FSIZE)
     open_files: int = 64          # RLIMIT_NOFILE
+    disk_mb: int = 64             # size of the work dir's tmpfs, where the backend has one
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,9 @@ class SandboxBackend(abc.ABC):
 
 _BACKENDS: dict[str, type[SandboxBackend]] = {}
 # Built-in backends, imported on first request so that no caller imports a module for its effect.
-_BUILTIN_MODULES = {"local": "flywheel.transforms.sandbox_local"}
+_BUILTIN_MODULES = {"local": "flywheel.transforms.sandbox_local",
+                    "unsafe-subprocess": "flywheel.transforms.sandbox_subprocess",
+                    "docker": "flywheel.transforms.sandbox_docker"}
 
 
 def register_backend(name: str):

@@ -1,6 +1,8 @@
-"""The sandbox contract and the `local` backend, with real subprocesses (no mocks).
+"""The sandbox contract, on every subprocess backend (`local` warm and cold, `unsafe-subprocess`),
+with real processes (no mocks).
 
-Nothing here may need a pid namespace to be safe: no fork bombs, no kill(-1).
+Nothing here may need a pid namespace to be safe: no fork bombs, no kill(-1) (those are in
+test_sandbox_adversarial.py, behind a verified pid namespace).
 """
 
 import os
@@ -17,10 +19,46 @@ from flywheel.transforms.sandbox import (
 IS_ROOT = os.geteuid() == 0
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with get_backend("local") as backend:
+BACKENDS = {"local": dict(name="local"), "local-cold": dict(name="local", warm=False),
+            "unsafe-subprocess": dict(name="unsafe-subprocess")}
+
+
+@pytest.fixture(scope="module", params=list(BACKENDS))
+def sandbox(request):
+    with get_backend(**BACKENDS[request.param]) as backend:
         yield backend
+
+
+def marked_sleep(tag: str, seconds: float) -> str:
+    """Code that names its process `fw-<tag>` (its comm, seen from the host) and sleeps."""
+    return (f"import ctypes, time; ctypes.CDLL(None).prctl(15, b'fw-{tag}', 0, 0, 0);"
+            f"time.sleep({seconds})")
+
+
+def host_uids(tag: str) -> list[int]:
+    """Host uids of the processes named `fw-<tag>`: the host's view, whatever the namespaces say."""
+    uids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if open(f"/proc/{pid}/comm").read().strip() == f"fw-{tag}":
+                status = open(f"/proc/{pid}/status").read()
+                uids.append(int(status.split("Uid:")[1].split()[0]))
+        except (OSError, IndexError):
+            continue
+    return uids
+
+
+def uids_while_running(sandbox, requests, tag: str) -> list[int]:
+    """Host uids of the runs' processes, once all of them are up at the same time."""
+    with ThreadPoolExecutor(len(requests)) as pool:
+        futures = [pool.submit(sandbox.run, r) for r in requests]
+        deadline, uids = time.monotonic() + 20, []
+        while len(uids) < len(requests) and time.monotonic() < deadline:
+            time.sleep(0.1)  # warm servers start one by one: under load, seconds for eight
+            uids = host_uids(tag)
+        results = [f.result() for f in futures]
+    assert all(r.exit_code == 0 for r in results), [r.stderr for r in results]
+    return uids
 
 
 def run(sandbox, code: str, files=None, **kwargs) -> ExecResult:
@@ -40,7 +78,7 @@ def test_exit_code_and_both_streams(sandbox):
     result = run(sandbox, "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)")
     assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
     assert result.kill_reason is None and not result.timed_out and not result.truncated
-    assert result.backend == "local" and result.wall_ms > 0 and result.cpu_ms > 0
+    assert result.backend == sandbox.name and result.wall_ms > 0 and result.cpu_ms > 0
     assert set(result.to_dict()) == {f for f in ExecResult.__dataclass_fields__}
 
 
@@ -92,11 +130,13 @@ def test_background_children_do_not_survive_the_run(sandbox):
     result = run(sandbox, code)
     assert result.exit_code == 0 and result.wall_ms < 3000, result  # not held open until the timeout
     in_group, escaped = map(int, result.stdout.split())
+    if sandbox.name == "local":  # pids of its own namespace: gone with it, nothing to look for
+        return
     assert not alive(in_group)
     if IS_ROOT:  # left the process group with setsid, but not its uid
         assert not alive(escaped)
     else:
-        os.kill(escaped, signal.SIGKILL)  # no uid of its own to find it by: the bwrap backend's job
+        os.kill(escaped, signal.SIGKILL)  # no uid of its own to find it by: `local`'s job
 
 
 def test_output_cap_stops_a_flood_quickly(sandbox):
@@ -123,13 +163,17 @@ def test_parent_environment_is_invisible(sandbox, monkeypatch):
     result = run(sandbox, "import os; print(sorted(os.environ.items()))")
     assert "hunter2" not in result.stdout
     assert "'PATH', '/usr/bin:/bin'" in result.stdout and "HOME" in result.stdout
+    assert "FLYWHEEL_TEST_SECRET" not in result.stdout
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="only a root host user is dropped to a sandbox uid")
 def test_root_is_dropped(sandbox):
     result = run(sandbox, "import os; print(os.getuid(), os.getgid(), os.getgroups())")
     uid, gid, groups = result.stdout.split(maxsplit=2)
-    assert uid != "0" and gid != "0" and groups.strip() == "[]"
+    assert uid != "0" and gid != "0" and groups.strip() in ("[]", "[65534]")
+    tag = f"root{os.getpid()}"  # and not root on the host either
+    request = ExecRequest({}, ("python", "-c", marked_sleep(tag, 2)), limits=Limits(timeout_s=30))
+    assert 0 not in uids_while_running(sandbox, [request], tag) != []
 
 
 def test_child_cannot_gain_privileges(sandbox):
@@ -140,12 +184,12 @@ def test_child_cannot_gain_privileges(sandbox):
 
 
 def test_concurrent_runs_each_get_their_own_uid(sandbox):
-    request = ExecRequest({}, ("python", "-c", "import os, time; time.sleep(0.5); print(os.getuid())"))
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(sandbox.run, [request] * 8))
-    assert all(r.exit_code == 0 for r in results), [r.stderr for r in results]
+    tag = f"conc{os.getpid()}"
+    request = ExecRequest({}, ("python", "-c", marked_sleep(tag, 4)), limits=Limits(timeout_s=30))
+    uids = uids_while_running(sandbox, [request] * 8, tag)
+    assert len(uids) == 8
     if IS_ROOT:
-        assert len({r.stdout for r in results}) == 8
+        assert len(set(uids)) == 8 and 0 not in uids
 
 
 @pytest.mark.parametrize("path", ["../escape.py", "/etc/escape.py", "a/../../escape.py", ""])
@@ -155,24 +199,72 @@ def test_paths_escaping_the_work_dir_are_rejected(path):
 
 
 def test_other_commands_and_files_of_the_work_dir(sandbox):
-    result = sandbox.run(ExecRequest({"run.sh": "echo $HOME | grep -c flywheel-sandbox"}, ("sh", "run.sh")))
-    assert (result.exit_code, result.stdout) == (0, "1\n")
+    result = sandbox.run(ExecRequest({"run.sh": "echo $HOME; pwd"}, ("sh", "run.sh")))
+    home, cwd = result.stdout.split()
+    assert result.exit_code == 0 and home == cwd and "sandbox" in cwd
 
 
 def test_sandbox_failures_raise_sandbox_error(sandbox):
     with pytest.raises(SandboxError):
         sandbox.run(ExecRequest({}, ("/nonexistent/binary",)))
     with pytest.raises(SandboxError, match="no Python interpreter"):
-        get_backend("local", candidates=("/nonexistent/python",))
+        get_backend(sandbox.name, candidates=("/nonexistent/python",), **(
+            {"warm": False} if sandbox.name == "local" else {}))
 
 
 def test_registry():
-    assert "local" in available_backends()
+    get_backend("unsafe-subprocess").close()  # registered by now, whatever ran before
+    assert {"local", "unsafe-subprocess", "docker"} <= set(available_backends())
     with pytest.raises(ValueError, match="local"):
         get_backend("no-such-backend")
 
     with pytest.raises(ValueError, match="already registered"):
-        @register_backend("local")
+        @register_backend("unsafe-subprocess")
         class Impostor(SandboxBackend):
             def run(self, request):
                 raise AssertionError
+
+
+def test_a_missing_file_fails_as_cpython_does(sandbox):
+    result = sandbox.run(ExecRequest({}, ("python", "missing.py")))
+    assert result.exit_code == 2 and "can't open file" in result.stderr
+
+
+def test_local_is_isolated_and_warm_by_default():
+    with get_backend("local") as backend:
+        assert backend.warm, "the warm pool did not start here: see the warning logged above"
+        result = backend.run(ExecRequest({}, ("python", "-c", "import os; print(os.getpid())")))
+        assert result.stdout == "2\n"  # its own pid namespace, under an init of its own
+
+
+def test_without_namespaces_local_says_so_clearly(monkeypatch):
+    import stat
+    import tempfile
+    from flywheel.transforms import sandbox_local
+    fake = os.path.join(tempfile.mkdtemp(), "bwrap")  # reachable by a leased uid, as bwrap must be
+    os.chmod(os.path.dirname(fake), 0o755)
+    with open(fake, "w") as f:
+        f.write("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    os.chmod(fake, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    monkeypatch.setattr(sandbox_local, "find_bwrap", lambda: fake)
+    with pytest.raises(SandboxError, match="cannot create namespaces.*unsafe-subprocess"):
+        get_backend("local")
+
+
+def test_unsafe_subprocess_warns_on_every_run(caplog):
+    with get_backend("unsafe-subprocess") as backend:
+        caplog.clear()
+        for _ in range(2):
+            backend.run(ExecRequest({}, ("python", "-c", "pass")))
+    warnings = [r for r in caplog.records if "debugging only" in r.getMessage()]
+    assert len(warnings) == 2 and all(r.levelname == "WARNING" for r in warnings)
+
+
+def test_the_warm_pool_replaces_a_dead_server():
+    with get_backend("local", pool_size=1) as backend:
+        assert backend.run(ExecRequest({}, ("python", "-c", "print(1)"))).stdout == "1\n"
+        server = backend._pool._idle.get()  # the one server, idle
+        server.proc.kill()
+        server.proc.wait()
+        backend._pool._idle.put(server)
+        assert backend.run(ExecRequest({}, ("python", "-c", "print(2)"))).stdout == "2\n"

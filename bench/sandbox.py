@@ -1,0 +1,112 @@
+"""Sandbox throughput: attempts/s per backend, side by side with a bare `subprocess` Python.
+
+    python bench/sandbox.py [--attempts 60] [--docker] [--docker-host unix:///path/docker.sock]
+
+Two tasks: `print(1)`, and a small test-running task (a solution and three unittest cases, run
+with `python -m unittest`). Backends: bare subprocess (no isolation at all: the baseline), `local`
+cold (one bwrap per attempt), `local` warm pool, and with --docker the `docker` backend (a private
+dockerd is started, and stopped, unless --docker-host names one). Each row gives attempts/s with
+one worker, the ratio to bare subprocess, and attempts/s with 2 concurrent workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from flywheel.transforms.sandbox import ExecRequest, get_backend
+
+TASKS = {
+    "print(1)": ExecRequest({"main.py": "print(1)"}, ("python", "main.py")),
+    "unittest": ExecRequest({
+        "solution.py": "def add(a, b):\n    return a + b\n",
+        "test_solution.py": "import unittest\nfrom solution import add\n\nclass T(unittest.TestCase):\n"
+                            + "".join(f"    def test_{i}(self):\n        self.assertEqual(add({i}, 1), {i + 1})\n"
+                                      for i in range(3))}, ("python", "-m", "unittest", "-q")),
+}
+
+
+class BareSubprocess:
+    """The baseline: write the files to a temp dir and run the system Python there, no isolation."""
+
+    name = "bare subprocess"
+
+    def run(self, request: ExecRequest):
+        with tempfile.TemporaryDirectory() as workdir:
+            for name, text in request.files.items():
+                Path(workdir, name).write_text(text)
+            command = ["/usr/bin/python3", "-I", "-B", *request.command[1:]]
+            out = subprocess.run(command, cwd=workdir, capture_output=True, text=True,
+                                 timeout=request.limits.timeout_s)
+            return out
+
+    def close(self):
+        pass
+
+
+def rate(backend, request: ExecRequest, attempts: int, workers: int) -> float:
+    """Attempts per second over `attempts` runs on `workers` threads (after one warm-up each)."""
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(backend.run, [request] * workers))
+        start = time.perf_counter()
+        results = list(pool.map(backend.run, [request] * attempts))
+    elapsed = time.perf_counter() - start
+    for r in results:
+        code = getattr(r, "exit_code", getattr(r, "returncode", None))
+        assert code == 0, r
+    return attempts / elapsed
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--attempts", type=int, default=60)
+    p.add_argument("--docker", action="store_true", help="also bench the docker backend")
+    p.add_argument("--docker-host", default=None)
+    args = p.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    backends = [("bare subprocess", BareSubprocess, args.attempts),
+                ("local cold", lambda: get_backend("local", warm=False), args.attempts),
+                ("local warm pool", lambda: get_backend("local"), args.attempts)]
+    daemon = None
+    if args.docker:
+        url = args.docker_host
+        if url is None:
+            from flywheel.transforms.sandbox_dockerd import PrivateDockerd
+            daemon = PrivateDockerd.start(tempfile.mkdtemp(prefix="flywheel-bench-dockerd-"))
+            url = daemon.url
+            daemon.backend().close()  # builds the image when missing
+        backends.append(("docker", lambda: get_backend("docker", base_url=url), max(args.attempts // 4, 8)))
+        if daemon is not None and daemon.runtimes:
+            backends.append(("docker runsc", lambda: get_backend("docker", base_url=url, runtime="runsc"),
+                             max(args.attempts // 4, 8)))
+    table = Table("backend", *[f"{t} /s" for t in TASKS], *[f"{t} x bare" for t in TASKS],
+                  "print(1) /s, 2 workers", "2 workers / 1", title=f"sandbox attempts/s ({os.cpu_count()} cores)")
+    bare = {}
+    try:
+        for name, make, attempts in backends:
+            backend = make()
+            try:
+                one = {t: rate(backend, r, attempts, 1) for t, r in TASKS.items()}
+                two = rate(backend, TASKS["print(1)"], attempts, 2)
+            finally:
+                backend.close()
+            bare = bare or one
+            table.add_row(name, *[f"{one[t]:.1f}" for t in TASKS], *[f"{one[t] / bare[t]:.2f}x" for t in TASKS],
+                          f"{two:.1f}", f"{two / one['print(1)']:.2f}x")
+    finally:
+        if daemon is not None:
+            daemon.stop()
+    Console(width=160).print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""Hostile code against every sandbox backend this machine can run: containment AND an unharmed host.
+
+SAFETY: this machine runs as root and is shared. Fork bombs and kill(-1) run only inside a backend
+whose pid and network namespaces the `verified` fixture checked first in this session, and never
+under `unsafe-subprocess`, which only gets the tests that need no isolation at all.
+"""
+
+import os
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from flywheel.transforms.sandbox import ExecRequest, Limits, SandboxError, get_backend
+
+PROJECT_FILE = Path(__file__).resolve().parents[2] / "pyproject.toml"
+HOST_SECRET = "hunter2-host-secret"
+BACKENDS = ["local", "local-cold", "unsafe-subprocess", "docker", "docker-runsc"]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    name = request.param
+    try:
+        if name.startswith("docker"):
+            daemon = request.getfixturevalue("docker_daemon")
+            runtime = "runsc" if name == "docker-runsc" else None
+            instance = daemon.backend(runtime=runtime)
+        else:
+            instance = get_backend(name.replace("-cold", ""), **({"warm": False} if "cold" in name else {}))
+    except SandboxError as e:
+        pytest.skip(f"{name} cannot run here: {e}")
+    instance.label = name
+    yield instance
+    instance.close()
+
+
+@pytest.fixture(scope="session")
+def docker_daemon(tmp_path_factory):
+    """A private dockerd for this session (started and stopped by PID), or a skip saying why."""
+    pytest.importorskip("docker", reason="the Docker SDK is not installed: pip install '.[docker]'")
+    from flywheel.transforms.sandbox_dockerd import PrivateDockerd
+    try:
+        daemon = PrivateDockerd.start(tmp_path_factory.mktemp("dockerd"))
+    except SandboxError as e:
+        pytest.skip(str(e))
+    yield daemon
+    daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def isolating(backend):
+    if backend.label == "unsafe-subprocess":
+        pytest.skip("unsafe-subprocess isolates nothing by design (debugging only)")
+    return backend
+
+
+@pytest.fixture(scope="module")
+def verified(isolating):
+    """The backend, once its own pid namespace and network (only `lo`) are proven: the code is pid
+    1 or 2 (a few more under docker, whose entry step ran `cp` first) and its parent is pid 1 (an
+    init of the sandbox) or outside its namespace (0)."""
+    code = ("import os; print(os.getpid(), os.getppid()); "
+            "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))")
+    result = isolating.run(ExecRequest({}, ("python", "-c", code)))
+    pids, interfaces = result.stdout.splitlines()
+    pid, ppid = map(int, pids.split())
+    expected = (1, 2) if isolating.label.startswith("local") else range(1, 10)
+    assert pid in expected and ppid in (0, 1) and interfaces == "['lo']", result
+    return isolating
+
+
+@pytest.fixture(scope="module")
+def sentinel():
+    """A host process that hostile code must not be able to kill."""
+    proc = subprocess.Popen(["sleep", "3600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def run(backend, code, limits=Limits(), files=None):
+    return backend.run(ExecRequest({"main.py": code, **(files or {})}, ("python", "main.py"),
+                                   limits=limits))
+
+
+def marked(tag: str, code: str) -> str:
+    """`code` in a process named fw-<tag> (children inherit the name), to find it from the host."""
+    return f"import ctypes; ctypes.CDLL(None).prctl(15, b'fw-{tag}', 0, 0, 0)\n{code}"
+
+
+def marked_pids(tag: str) -> list[int]:
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if f"(fw-{tag})" in stat and stat.rsplit(")", 1)[1].split()[0] not in "ZX":
+            pids.append(int(pid))
+    return pids
+
+
+def host_ok(sentinel):
+    assert sentinel.poll() is None, "the sentinel host process died"
+    assert PROJECT_FILE.exists()
+
+
+# ---- resource exhaustion: contained by every backend ----
+
+def test_cpu_bound_loop(backend, sentinel):
+    result = run(backend, "while True: pass", Limits(timeout_s=4, cpu_s=1))  # gVisor: no RLIMIT_CPU
+    assert result.kill_reason in ("cpu", "timeout") and result.wall_ms < 7000, result
+    host_ok(sentinel)
+
+
+def test_sleep_past_the_wall_timeout(backend, sentinel):
+    result = run(backend, "import time; time.sleep(60)", Limits(timeout_s=1))
+    assert result.timed_out and result.kill_reason == "timeout" and result.wall_ms < 4000
+    host_ok(sentinel)
+
+
+def test_one_gigabyte_stdout_flood(backend, sentinel):
+    code = "import sys\nb = b'x' * (1 << 20)\nfor _ in range(1024): sys.stdout.buffer.write(b)"
+    result = run(backend, code, Limits(timeout_s=20))
+    assert result.truncated and result.kill_reason == "output", result.kill_reason
+    assert len(result.stdout) == Limits().output_bytes and result.wall_ms < 10000
+    host_ok(sentinel)
+
+
+def test_memory_bomb(backend, sentinel):
+    code = "x = []\nwhile True: x.append(bytearray(16 << 20))"
+    result = run(backend, code, Limits(memory_mb=256, timeout_s=10))
+    assert result.exit_code != 0 and result.kill_reason in ("memory", "signal"), result
+    host_ok(sentinel)
+
+
+# ---- isolation ----
+
+def test_disk_fill_in_the_work_dir(isolating, sentinel):
+    code = ("import os\ntotal = 0\ntry:\n    for i in range(1000):\n"
+            "        with open(f'f{i}', 'wb') as f:\n            for _ in range(8): f.write(b'x' * (1 << 20)); total += 1 << 20\n"
+            "except OSError as e:\n    print(e.errno, total >> 20)")
+    result = run(isolating, code, Limits(disk_mb=32, file_size_mb=16, timeout_s=10))
+    errno_, written_mb = result.stdout.split()
+    assert errno_ in ("28", "27") and int(written_mb) <= 32, result  # ENOSPC / EFBIG
+    host_ok(sentinel)
+
+
+def test_writing_outside_the_work_dir(isolating, sentinel, tmp_path):
+    target = tmp_path / "escaped.txt"
+    places = [str(target), "/etc/escaped", "/usr/escaped", "/escaped", "/dev/escaped",
+              "/dev/shm/escaped", "/proc/escaped", str(PROJECT_FILE.parent / "escaped")]
+    code = (f"for p in {places!r}:\n    try:\n        open(p, 'w').write('x'); print('WROTE', p)\n"
+            "    except OSError as e: print('denied', p)")
+    result = run(isolating, code)
+    assert "WROTE" not in result.stdout and result.stdout.count("denied") == len(places), result
+    assert not target.exists() and not (PROJECT_FILE.parent / "escaped").exists()
+    host_ok(sentinel)
+
+
+def test_reading_host_files(isolating, sentinel, tmp_path):
+    verifier_secret = tmp_path / "verifier" / "expected.txt"
+    verifier_secret.parent.mkdir()
+    verifier_secret.write_text(HOST_SECRET)
+    places = ["/etc/shadow", str(PROJECT_FILE), str(verifier_secret),
+              "/root/.bash_history"]
+    code = (f"import os\nfor p in {places!r}:\n    try: print('READ', p, open(p).read()[:200])\n"
+            "    except OSError as e: print('denied', p)\n"
+            f"print(os.path.exists({str(tmp_path)!r}), os.path.exists({str(PROJECT_FILE.parent)!r}))")
+    result = run(isolating, code)
+    assert "READ" not in result.stdout and HOST_SECRET not in result.stdout, result
+    assert result.stdout.endswith("False False\n")
+    assert verifier_secret.read_text() == HOST_SECRET
+    host_ok(sentinel)
+
+
+def test_reading_the_parent_environment(backend, sentinel, monkeypatch):
+    monkeypatch.setenv("FLYWHEEL_ADVERSARIAL_SECRET", HOST_SECRET)
+    code = ("import os, glob\nprint(dict(os.environ))\nfor p in glob.glob('/proc/*/environ'):\n"
+            "    try: print(open(p).read())\n    except OSError: pass")
+    result = run(backend, code)
+    assert result.exit_code == 0 and HOST_SECRET not in result.stdout + result.stderr
+    host_ok(sentinel)
+
+
+def test_connecting_to_the_host_loopback(isolating, sentinel):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(f"\0flywheel-adversarial-{os.getpid()}")  # abstract: scoped to the network namespace
+    unix.listen()
+    unix.settimeout(0.2)
+    port = listener.getsockname()[1]
+    code = ("import socket\nfor family, addr in ((socket.AF_INET, ('127.0.0.1', %d)), "
+            "(socket.AF_UNIX, '\\0flywheel-adversarial-%d')):\n    s = socket.socket(family)\n"
+            "    s.settimeout(1)\n    try: s.connect(addr); s.send(b'pwned'); print('CONNECTED')\n"
+            "    except OSError as e: print('BLOCKED', e)" % (port, os.getpid()))
+    result = run(isolating, code)
+    for sock in (listener, unix):
+        with pytest.raises(TimeoutError):
+            sock.accept()  # nobody came
+        sock.close()
+    assert "CONNECTED" not in result.stdout and result.stdout.count("BLOCKED") == 2, result
+    host_ok(sentinel)
+
+
+def test_double_forked_orphans_do_not_outlive_the_attempt(isolating, sentinel):
+    tag = f"orph{os.getpid() % 10000}"
+    code = marked(tag, "import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+                       "    if os.fork() == 0:\n        time.sleep(60)\n    os._exit(0)\nprint('parent done')")
+    result = run(isolating, code)
+    assert result.exit_code == 0 and result.wall_ms < 5000, result  # not held to the timeout
+    time.sleep(0.2)
+    assert marked_pids(tag) == []
+    host_ok(sentinel)
+
+
+def test_one_attempt_cannot_read_what_the_previous_wrote(isolating, sentinel):
+    tag = f"prev{os.getpid() % 10000}"
+    first = marked(tag, "import os, ctypes\nopen('left.txt', 'w').write('secret')\n"
+             "open(os.path.expanduser('~/.left'), 'w').write('secret')\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\nshm = libc.shmget(0x5eed, 4096, 0o1666)\n"
+             "print('shm', shm)\nif os.fork() == 0:\n    import time; time.sleep(30)")
+    second = ("import os, glob, ctypes\nprint(glob.glob('/sandbox/*') + glob.glob('/tmp/*') + "
+              "glob.glob(os.path.expanduser('~/.left')))\n"
+              "print(ctypes.CDLL(None).shmget(0x5eed, 0, 0))\n"
+              "print(len([p for p in os.listdir('/proc') if p.isdigit()]))")
+    assert run(isolating, first).exit_code == 0
+    assert marked_pids(tag) == []
+    result = run(isolating, second)
+    files, shm, procs = result.stdout.splitlines()
+    assert "left" not in files and "main.py" in files, result
+    assert shm == "-1" and int(procs) <= 2, result  # pid 1 (an init) and itself
+    host_ok(sentinel)
+
+
+def test_ctypes_syscalls(isolating, sentinel):
+    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nprint([\n"
+            "    libc.mount(b'tmpfs', b'/usr', b'tmpfs', 0, None),\n"
+            "    libc.unshare(0x10000000), libc.unshare(0x20000), libc.unshare(0x40000000),\n"
+            "    libc.ptrace(16, 1, 0, 0), libc.ptrace(16, os.getppid(), 0, 0),\n"
+            "    libc.setuid(0), libc.chroot(b'/'),\n"
+            "    libc.syscall(248, b'user', b'k', b'v', 1, -4)])")  # add_key
+    result = run(isolating, code)
+    assert result.stdout.strip() == str([-1] * 9), result
+    host_ok(sentinel)
+
+
+# ---- only behind a verified pid namespace ----
+
+def test_fork_bomb(verified, sentinel):
+    tag = f"bomb{os.getpid() % 10000}"
+    limits = Limits(timeout_s=3, processes=16)
+    code = marked(tag, "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass")
+    peak, done = [0], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], len(marked_pids(tag)))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = run(verified, code, limits)
+    finally:
+        done.set()
+        watcher.join()
+    assert result.kill_reason in ("timeout", "cpu", "processes"), result
+    assert peak[0] <= limits.processes + 2, peak  # the limit held, as seen from the host
+    time.sleep(0.2)
+    assert marked_pids(tag) == []
+    host_ok(sentinel)
+    assert run(verified, "print(1)").stdout == "1\n"  # and the backend still works
+
+
+@pytest.mark.parametrize("victim", ["os.getppid()", "1", "-1", "0"])
+def test_killing_the_parent(verified, sentinel, victim):
+    code = f"import os, signal\ntry: os.kill({victim}, signal.SIGKILL)\nexcept OSError as e: print(e)\nprint('alive')"
+    run(verified, code)
+    host_ok(sentinel)
+    assert run(verified, "print(1)").stdout == "1\n"

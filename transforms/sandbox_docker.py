@@ -1,0 +1,187 @@
+"""The `docker` sandbox backend: one fresh container per run, through the Docker SDK.
+
+    pip install 'flywheel[docker]' && flywheel sandbox build-image
+    get_backend("docker", runtime="runsc")     # gVisor, when the daemon has it registered
+
+Each container: no network, memory (no swap) and pids limits, read-only root, a size-capped tmpfs
+work dir at /sandbox (also /tmp), every capability dropped, no-new-privileges, uid 65534, rlimits,
+docker-init as pid 1 (reaps, so the code has normal signal semantics), no log driver (output is
+streamed and capped here, never stored). The task's files come in through a read-only bind of a
+private host dir at /task, copied into the tmpfs before the command runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import PurePosixPath
+
+from flywheel.transforms.sandbox import (
+    ExecRequest, ExecResult, SandboxBackend, SandboxError, register_backend)
+from flywheel.transforms.sandbox_bwrap import ENV, WORKDIR
+from flywheel.transforms.sandbox_docker_image import IMAGE
+from flywheel.transforms.sandbox_local import decode_status
+from flywheel.transforms.sandbox_subprocess import cpu_seconds, kill_reason
+
+_ENTRY = 'cp -R /task/files/. /sandbox/ && exec "$@" < /task/stdin'
+_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key",
+           "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
+           "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
+           "delete_module", "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
+           "open_by_handle_at", "name_to_handle_at", "syslog", "acct", "swapon", "swapoff",
+           "reboot", "quotactl", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "move_mount")
+_NAMESPACE_FLAGS = (0x20000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
+# Docker's default profile allows ptrace, and so attaching to pid 1, whose exit status is the
+# run's: replace it with allow-by-default minus what no task needs (the same list as `local`'s,
+# plus what the default profile blocks: namespaces, mounts, modules...).
+SECCOMP_PROFILE = json.dumps({
+    "defaultAction": "SCMP_ACT_ALLOW",
+    "syscalls": [{"names": list(_DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+                 {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},  # -> clone
+                 *({"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+                    "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}]}
+                   for flag in _NAMESPACE_FLAGS)]})
+
+
+@register_backend("docker")
+class DockerBackend(SandboxBackend):
+    """Fresh-container runs; thread-safe (one SDK client per thread)."""
+
+    def __init__(self, image: str = IMAGE, runtime: str | None = None, base_url: str | None = None,
+                 python: str = "/usr/bin/python3"):
+        try:
+            import docker
+        except ImportError as e:
+            raise SandboxError("the docker backend needs the Docker SDK: "
+                               "pip install 'flywheel[docker]'") from e
+        self._docker, self.image, self.runtime, self._python = docker, image, runtime, python
+        self._url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        self._local = threading.local()
+        try:
+            self._client().ping()
+            self._client().images.get(image)
+        except docker.errors.ImageNotFound as e:
+            raise SandboxError(f"no image {image}: run `flywheel sandbox build-image`") from e
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"no Docker daemon at {self._url}: {e}") from e
+        self._tasks = tempfile.mkdtemp(prefix="flywheel-docker-")
+        os.chmod(self._tasks, 0o711)  # the container's uid must traverse it, not list it
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._tasks, True)  # even unclosed
+
+    def _client(self):
+        if not hasattr(self._local, "client"):
+            self._local.client = self._docker.DockerClient(base_url=self._url, version="auto",
+                                                           timeout=120)
+        return self._local.client
+
+    def _stage(self, request: ExecRequest) -> str:
+        """A host dir holding files/ and stdin, readable (not writable) by the container's uid."""
+        task = tempfile.mkdtemp(dir=self._tasks)
+        os.chmod(task, 0o755)
+        for name, text in request.files.items():
+            path = os.path.join(task, "files", *PurePosixPath(name).parts)
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        os.makedirs(os.path.join(task, "files"), mode=0o755, exist_ok=True)
+        with open(os.path.join(task, "stdin"), "w", encoding="utf-8") as f:
+            f.write(request.stdin)
+        for root, dirs, names in os.walk(task):
+            for n in names:
+                os.chmod(os.path.join(root, n), 0o644)
+            for n in dirs:
+                os.chmod(os.path.join(root, n), 0o755)
+        return task
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        command = list(request.command)
+        if command[0] == "python":
+            command[:1] = [self._python, "-I", "-B"]
+        limits, types = request.limits, self._docker.types
+        cpu = cpu_seconds(limits)
+        # runsc (2022 release) fails to start with a pids cgroup limit; gVisor enforces RLIMIT_NPROC
+        # itself, per sandbox (under runc it would count the host uid 65534 of every container).
+        procs = ({"ulimits": [types.Ulimit(name="nproc", soft=limits.processes, hard=limits.processes)]}
+                 if self.runtime == "runsc" else {"pids_limit": limits.processes})
+        task = self._stage(request)
+        client = self._client()
+        start = time.monotonic()
+        try:
+            container = client.containers.create(
+                self.image, ["/bin/sh", "-c", _ENTRY, "sh", *command], user="65534:65534",
+                working_dir=WORKDIR, environment=ENV, hostname="sandbox", network_mode="none",
+                mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
+                read_only=True, init=True, ipc_mode="none",  # private IPC, no /dev/shm
+                tmpfs={WORKDIR: f"size={limits.disk_mb}m,uid=65534,gid=65534,mode=0755"},
+                volumes={task: {"bind": "/task", "mode": "ro"}}, cap_drop=["ALL"],
+                security_opt=["no-new-privileges", f"seccomp={SECCOMP_PROFILE}"], runtime=self.runtime,
+                log_config=types.LogConfig(type="none"),
+                ulimits=[types.Ulimit(name="cpu", soft=cpu, hard=cpu + 1),
+                         types.Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+                         types.Ulimit(name="fsize", soft=limits.file_size_mb << 20,
+                                      hard=limits.file_size_mb << 20),
+                         types.Ulimit(name="core", soft=0, hard=0),
+                         *procs.pop("ulimits", [])], **procs)
+        except self._docker.errors.DockerException as e:
+            shutil.rmtree(task, ignore_errors=True)
+            raise SandboxError(f"docker cannot create the container: {e}") from e
+        try:
+            return self._supervise(container, request, start)
+        except self._docker.errors.DockerException as e:
+            raise SandboxError(f"docker failed during the run: {e}") from e
+        finally:
+            try:
+                container.remove(force=True)
+            except self._docker.errors.DockerException:
+                pass
+            shutil.rmtree(task, ignore_errors=True)
+
+    def _supervise(self, container, request: ExecRequest, start: float) -> ExecResult:
+        """Start, stream capped output until exit, a limit, or the deadline; then the verdict."""
+        limits, reason = request.limits, [None]
+        bufs = {0: bytearray(), 1: bytearray()}
+
+        def kill(why: str) -> None:
+            if reason[0] is None:
+                reason[0] = why
+            try:
+                container.kill()
+            except self._docker.errors.DockerException:
+                pass  # already gone
+
+        stream = container.attach(stdout=True, stderr=True, stream=True, demux=True)
+        container.start()
+        timer = threading.Timer(max(limits.timeout_s - (time.monotonic() - start), 0), kill,
+                                ("timeout",))
+        timer.start()
+        try:
+            for chunks in stream:  # read to the end, even past the cap: a stream nobody reads
+                for i, chunk in enumerate(chunks):  # blocks dockerd, and then its kill too
+                    if chunk:
+                        room = limits.output_bytes - len(bufs[i])
+                        bufs[i] += chunk[:room]
+                        if len(chunk) > room and reason[0] is None:
+                            reason[0] = "output"
+                            threading.Thread(target=kill, args=("output",), daemon=True).start()
+        finally:
+            timer.cancel()
+            stream.close()
+        status = container.wait(timeout=limits.timeout_s + 30)["StatusCode"]
+        container.reload()
+        oom = container.attrs["State"].get("OOMKilled", False)
+        code = -9 if reason[0] else decode_status(f'{{"exit-code": {status}}}'.encode())
+        out, err = (bytes(b).decode("utf-8", "replace") for b in bufs.values())
+        if code == 127 and "exec" in err and not reason[0] and "not found" in err:
+            raise SandboxError(f"command not found in the image: {err.strip()[-300:]}")
+        why = reason[0] or ("memory" if oom else kill_reason(code, err, 0.0, limits))
+        return ExecResult(exit_code=code, stdout=out, stderr=err, timed_out=why == "timeout",
+                          truncated=why == "output", kill_reason=why,
+                          wall_ms=(time.monotonic() - start) * 1000, cpu_ms=0.0, backend=self.name)
+
+    def close(self) -> None:
+        self._cleanup()

@@ -1,0 +1,93 @@
+"""The `docker` backend's image, built locally from the host's own interpreter: no registry.
+
+A rootfs tarball of the host's Python (binary, standard library, the shared libraries `ldd`
+names), `sh` and `cp` (the entry step copies the task's files into the tmpfs work dir), and a
+passwd naming uid 65534; `docker import`ed as flywheel-sandbox:latest (about 50 MB, a second or two).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+
+from flywheel.transforms.sandbox import SandboxError
+
+IMAGE = "flywheel-sandbox:latest"
+_SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", "__pycache__"}
+_ETC = {"etc/passwd": "root:x:0:0::/:/bin/sh\nnobody:x:65534:65534::/sandbox:/bin/sh\n",
+        "etc/group": "root:x:0:\nnogroup:x:65534:\n"}
+
+
+def _elf_deps(paths: list[str]) -> set[str]:
+    """Every shared library (and the loader) that `ldd` says these ELF files need."""
+    found = set()
+    for path in paths:
+        out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+        found.update(re.findall(r"(/\S+) \(0x", out))
+    return found
+
+
+def _add_path(tar: tarfile.TarFile, path: str, seen: set) -> None:
+    """`path` at its real location, plus the symlinks leading to it (merged /usr included)."""
+    while os.path.islink(path) and path not in seen:
+        seen.add(path)
+        link = tarfile.TarInfo(path.lstrip("/"))
+        link.type, link.linkname = tarfile.SYMTYPE, os.readlink(path)
+        tar.addfile(link)
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    real = os.path.realpath(path)
+    if real not in seen:
+        seen.add(real)
+        tar.add(real, arcname=real.lstrip("/"), recursive=False)
+
+
+def rootfs_tar(python: str = "/usr/bin/python3") -> bytes:
+    """The image's root filesystem as an uncompressed tar."""
+    info = json.loads(subprocess.run(
+        [python, "-I", "-c", "import json, sys, sysconfig; print(json.dumps([sys.executable, "
+         "sysconfig.get_paths()['stdlib'], sysconfig.get_paths()['platstdlib']]))"],
+        capture_output=True, text=True, check=True).stdout)
+    executable, stdlib_dirs = info[0], sorted(set(info[1:]))
+    tools = [shutil.which(t, path="/usr/bin:/bin") for t in ("sh", "cp")]
+    files, elves = [], [os.path.realpath(executable), *map(os.path.realpath, tools)]
+    for top in stdlib_dirs:
+        for root, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
+            files += [os.path.join(root, n) for n in names]
+    elves += [f for f in files if f.endswith(".so")]
+    buf, seen = io.BytesIO(), set()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for top in ("bin", "lib", "lib64", "sbin"):  # the host's merged-/usr links
+            if os.path.islink("/" + top):
+                _add_path(tar, "/" + top, seen)
+        for d in ("sandbox", "task", "proc", "dev", "sys", "etc"):
+            entry = tarfile.TarInfo(d)
+            entry.type, entry.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(entry)
+        tmp = tarfile.TarInfo("tmp")  # as under bwrap: /tmp is the work dir
+        tmp.type, tmp.linkname = tarfile.SYMTYPE, "/sandbox"
+        tar.addfile(tmp)
+        for name, text in _ETC.items():
+            entry = tarfile.TarInfo(name)
+            entry.size, entry.mode = len(text), 0o644
+            tar.addfile(entry, io.BytesIO(text.encode()))
+        for path in [executable, "/usr/bin/python3", *tools, *files, *sorted(_elf_deps(elves))]:
+            if os.path.lexists(path):
+                _add_path(tar, path, seen)
+    return buf.getvalue()
+
+
+def build_image(client, python: str = "/usr/bin/python3", tag: str = IMAGE) -> str:
+    """`docker import` the rootfs as `tag` on `client`'s daemon; returns the image id."""
+    repository, _, version = tag.partition(":")
+    try:
+        client.api.import_image_from_data(rootfs_tar(python), repository=repository,
+                                          tag=version or "latest")
+        return client.images.get(tag).id
+    except Exception as e:
+        raise SandboxError(f"cannot build the sandbox image {tag}: {e}") from e

@@ -1,0 +1,141 @@
+"""The warm pool's attempt process (C): limits, seccomp, and `python -I ARGV` in a warm interpreter.
+
+Shipped into the sandbox beside sandbox_forkserver.py; standard library only, and importable on
+the host without side effects (the `local` backend's cold runs use the same seccomp filter).
+"""
+
+import atexit
+import ctypes
+import json
+import os
+import resource
+import runpy
+import struct
+import sys
+import threading
+import traceback
+import types
+
+libc = ctypes.CDLL(None, use_errno=True)
+WORKDIR = "/sandbox"
+# x86_64 syscalls no task needs and sandbox escapes love: ptrace (e.g. of pid 1, whose exit status
+# is the attempt's), process_vm_*, kernel keyrings (per uid, so shared by a warm server's attempts),
+# bpf, perf_event_open, userfaultfd, io_uring, module and kexec loading.
+DENIED_SYSCALLS = (101, 310, 311, 248, 249, 250, 321, 298, 323, 425, 426, 427, 175, 313, 246, 320)
+AUDIT_ARCH_X86_64 = 0xC000003E
+
+def seccomp_filter() -> bytes:
+    """A classic-BPF seccomp program: EPERM for DENIED_SYSCALLS, for the x32 ABI and for any
+    other architecture (int 0x80), allow the rest. Empty where this is not x86_64."""
+    if os.uname().machine != "x86_64":
+        return b""
+    deny, allow = 0x00050000 | 1, 0x7FFF0000  # SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW
+    n = len(DENIED_SYSCALLS)
+    prog = [(0x20, 0, 0, 4), (0x15, 0, n + 3, AUDIT_ARCH_X86_64),  # ld arch; jne -> deny
+            (0x20, 0, 0, 0), (0x35, n + 1, 0, 0x40000000)]  # ld nr; jge x32 bit -> deny
+    prog += [(0x15, n - i, 0, nr) for i, nr in enumerate(DENIED_SYSCALLS)]  # jeq nr -> deny
+    prog += [(0x06, 0, 0, allow), (0x06, 0, 0, deny)]
+    return b"".join(struct.pack("HBBI", *insn) for insn in prog)
+
+
+def install_seccomp() -> None:
+    """Load seccomp_filter() into this process (no_new_privs is already set by bwrap)."""
+    program = seccomp_filter()
+    if not program:
+        return
+    buf = ctypes.create_string_buffer(program)
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    check(libc.prctl(22, 2, ctypes.byref(Prog(len(program) // 8, ctypes.addressof(buf))), 0, 0),
+          "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
+
+def check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def drop_capabilities():
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # capset v3: clear effective/permitted/inheritable
+    check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+
+
+def set_limits(limits):
+    cpu = limits["cpu_s"]
+    for res, value in ((resource.RLIMIT_AS, limits["memory_mb"] << 20), (resource.RLIMIT_CPU, cpu),
+                       (resource.RLIMIT_FSIZE, limits["file_size_mb"] << 20),
+                       (resource.RLIMIT_NOFILE, limits["open_files"]), (resource.RLIMIT_CORE, 0),
+                       (resource.RLIMIT_NPROC, limits["processes"] + 1)):  # + B
+        resource.setrlimit(res, (value, value + 1 if res == resource.RLIMIT_CPU else value))
+
+
+def run_python(argv):
+    """C: what `python -I ARGV` would do, in this warm interpreter. Returns the exit code."""
+    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
+    sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace",
+                                       closefd=False, buffering=1)
+    try:
+        if argv[0] == "-c":
+            sys.argv = ["-c", *argv[2:]]
+            main = types.ModuleType("__main__")
+            sys.modules["__main__"] = main
+            exec(compile(argv[1], "<string>", "exec"), main.__dict__)
+        elif argv[0] == "-m":
+            sys.argv = [argv[1], *argv[2:]]
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:  # what runpy.run_path does for a plain file, without its 1.5 ms of importer probing
+            sys.argv, path = list(argv), os.path.abspath(argv[0])
+            main = types.ModuleType("__main__")
+            main.__file__, main.__cached__ = path, None
+            sys.modules["__main__"] = main
+            try:
+                with open(path, "rb") as f:
+                    source = f.read()
+            except OSError as e:  # as CPython says it, with its exit status
+                print(f"python3: can't open file {path!r}: [Errno {e.errno}] {e.strerror}",
+                      file=sys.stderr)
+                return 2
+            exec(compile(source, path, "exec"), main.__dict__)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)
+    except BaseException as e:
+        tb = e.__traceback__  # the code's frames only, as a fresh interpreter would print them
+        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, "<frozen runpy>"):
+            tb = tb.tb_next
+        traceback.print_exception(type(e), e, tb)
+        code = 1
+    threading._shutdown()  # as at interpreter exit: wait for non-daemon threads, run atexit
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            code = code or 120  # what CPython exits with when flushing stdout fails
+    return code
+
+
+def be_c(raw, out_w, err_w):
+    """C: the code's process; never returns."""
+    if not raw:
+        os._exit(0)
+    req = json.loads(raw)
+    drop_capabilities()
+    stdin = os.memfd_create("stdin")
+    os.write(stdin, req["stdin"].encode())
+    os.lseek(stdin, 0, os.SEEK_SET)
+    for src, dst in ((stdin, 0), (out_w, 1), (err_w, 2)):
+        os.dup2(src, dst)
+    os.closerange(3, 1 << 16)
+    os.chdir(WORKDIR)
+    set_limits(req["limits"])
+    install_seccomp()
+    if req["argv"][0] != "python":
+        os.execv(req["argv"][0], req["argv"])
+    os._exit(run_python(req["argv"][1:]) & 0xFF)

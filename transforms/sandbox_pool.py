@@ -1,0 +1,224 @@
+"""The warm pool: long-lived sandboxed interpreters that fork one isolated child per attempt.
+
+A cold `local` run pays for bwrap and a Python start-up (and the imports) every time; a pool
+server pays them once, preloads what tasks import, and then forks (sandbox_forkserver.py). Each
+server is its own bwrap sandbox with its own leased host uid and runs one attempt at a time, so
+the process limit of one attempt is not shared with another; attempts get fresh namespaces of
+their own inside it (nothing one writes or leaves running is visible to the next).
+
+Servers start on one long-lived thread: bwrap's --die-with-parent ties a sandbox to the *thread*
+that spawned it, and Beam may run DoFn.setup on a thread that ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from flywheel.transforms.sandbox import ExecRequest, ExecResult, Limits, SandboxError
+from flywheel.transforms.sandbox_bwrap import bwrap_argv, interpreter_binds
+from flywheel.transforms.sandbox_subprocess import Outcome, cpu_seconds, kill_run, result, which
+
+SERVER_FILES = [Path(__file__).with_name(name)  # what runs inside the server's sandbox
+                for name in ("sandbox_forkserver.py", "sandbox_forkserver_child.py",
+                             "sandbox_forkserver_files.py")]
+# Imported once per server so that attempts find them loaded: what test-running tasks use.
+PRELOAD = ("json", "re", "math", "collections", "itertools", "functools", "random", "string",
+           "typing", "dataclasses", "unittest", "doctest", "heapq", "bisect", "fractions",
+           "decimal", "statistics", "copy", "io", "traceback", "argparse", "operator", "textwrap")
+_MAX_REPLY = 64 << 20
+log = logging.getLogger(__name__)
+
+
+class ForkServer:
+    """One bwrap'd fork server, its uid lease and its protocol pipes."""
+
+    def __init__(self, bwrap, python, tools, uids, preload, disk_mb: int = 1):
+        self._lease = contextlib.ExitStack()
+        self.uid = self._lease.enter_context(uids.lease()) if uids else None
+        sources = [_memfd(path.read_bytes()) for path in SERVER_FILES]
+        setup = ["--dir", "/flywheel"]
+        for fd, path in zip(sources, SERVER_FILES):
+            setup += ["--perms", "0444", "--file", str(fd), f"/flywheel/{path.name}"]
+        # Nested user namespaces allowed: each attempt makes one and forbids any below it.
+        argv = bwrap_argv(bwrap, Limits(disk_mb=disk_mb), binds=interpreter_binds(python), chdir="/",
+                          setup=setup, nested_userns=True)
+        drop = [tools["prlimit"], "--core=0", "--nproc=1024", "--", tools["setpriv"], "--no-new-privs"]
+        if self.uid is not None:
+            drop += [f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
+        self.log = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen(
+                [*drop, "--", *argv, python, "-I", "/flywheel/sandbox_forkserver.py",
+                 json.dumps({"preload": preload})],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd="/",
+                env={"PATH": "/usr/bin:/bin"}, start_new_session=True, pass_fds=sources)
+        except OSError as e:
+            self.close()
+            raise SandboxError(f"cannot start the warm pool's server: {e}") from e
+        finally:
+            for fd in sources:
+                os.close(fd)
+        self.preloaded = self._read(time.monotonic() + 30)["ready"]
+
+    def request(self, request: ExecRequest, keep_workdir: bool = False) -> dict:
+        """Run `request` in a fresh child; `keep_workdir`: in the server's own work dir (a
+        session's), where the files already are."""
+        limits = request.limits
+        command = list(request.command)
+        argv = ["python", *command[1:]] if command[0] == "python" else [which(command[0]), *command[1:]]
+        return self.call({"op": "run", "argv": argv,
+                          "files": {} if keep_workdir else dict(request.files),
+                          "keep_workdir": keep_workdir, "stdin": request.stdin,
+                          "limits": {**limits.__dict__, "cpu_s": cpu_seconds(limits)}},
+                         limits.timeout_s + 10)  # the server enforces the timeout itself
+
+    def call(self, message: dict, timeout_s: float = 10) -> dict:
+        body = json.dumps(message).encode()
+        try:
+            self.proc.stdin.write(struct.pack(">I", len(body)) + body)
+            self.proc.stdin.flush()
+        except OSError as e:
+            raise SandboxError(f"warm pool server gone: {e}; {self.stderr()}") from e
+        return self._read(time.monotonic() + timeout_s)
+
+    def _read(self, deadline: float) -> dict:
+        """One reply frame, or SandboxError if the server died or overran `deadline`."""
+        fd = self.proc.stdout.fileno()
+        data = b""
+        while True:
+            need = 4 if len(data) < 4 else 4 + struct.unpack(">I", data[:4])[0]
+            if need > _MAX_REPLY:
+                raise SandboxError("warm pool server sent an oversized reply")
+            if len(data) >= need and len(data) > 4:
+                return json.loads(data[4:need])
+            ready = _wait_readable(fd, deadline - time.monotonic())
+            chunk = os.read(fd, need - len(data)) if ready else b""
+            if not chunk:
+                raise SandboxError(f"warm pool server {'died' if ready else 'hung'}; {self.stderr()}")
+            data += chunk
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read()[-500:].decode(errors="replace")
+
+    def close(self) -> None:
+        proc = getattr(self, "proc", None)
+        if proc is not None:
+            kill_run(proc.pid, self.uid)
+            proc.wait()
+            proc.stdin.close(), proc.stdout.close()
+        self._lease.close()
+
+
+def _memfd(data: bytes) -> int:
+    fd = os.memfd_create("flywheel-forkserver", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def to_result(reply: dict, request: ExecRequest, start: float) -> ExecResult:
+    """The ExecResult of a server's reply to a run; a setup failure is a SandboxError."""
+    if "error" in reply or reply.get("exit_code") is None and reply.get("reason") is None:
+        raise SandboxError(f"warm pool attempt setup failed: {reply.get('error', reply)}")
+    outcome = Outcome(reply["exit_code"] if reply["exit_code"] is not None else -9,
+                      reply["stdout"], reply["stderr"], reply["reason"], reply["cpu_ms"],
+                      (time.monotonic() - start) * 1000)
+    return result(outcome, outcome.returncode, request.limits, "local")
+
+
+def _wait_readable(fd: int, timeout: float) -> bool:
+    import select
+    return bool(select.select([fd], [], [], max(timeout, 0))[0])
+
+
+class WarmPool:
+    """Up to `size` servers; `run` borrows an idle one, starting one when none is idle."""
+
+    def __init__(self, bwrap, python, tools, uids, preload=None, size: int = 8):
+        self._start_args = (bwrap, python, tools, uids, list(PRELOAD if preload is None else preload))
+        self._python, self._size, self._count = python, size, 0
+        self._idle: queue.SimpleQueue[ForkServer] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="flywheel-sandbox-pool")
+        self._closed = False
+
+    @classmethod
+    def try_start(cls, *args, **kwargs) -> "WarmPool | None":
+        """A pool whose first server answered a probe, or None (with the reason logged)."""
+        pool = cls(*args, **kwargs)
+        try:
+            probe = pool.run(ExecRequest({}, ("python", "-c", "print(1)")))
+            if probe.exit_code == 0 and probe.stdout == "1\n":
+                return pool
+            reason = f"probe gave {probe}"
+        except SandboxError as e:
+            reason = str(e)
+        pool.close()
+        log.warning("sandbox warm pool unavailable, running cold: %s", reason)
+        return None
+
+    @staticmethod
+    def accepts(command) -> bool:
+        """Only plain `python FILE|-c CODE|-m MODULE ...` runs in the warm interpreter."""
+        return (len(command) >= 2 and command[0] == "python"
+                and (command[1] in ("-c", "-m") and len(command) >= 3 or not command[1].startswith("-")))
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        server = self._borrow()
+        start = time.monotonic()
+        try:
+            reply = server.request(request)
+        except BaseException:
+            self._discard(server)
+            raise
+        self._idle.put(server)
+        return to_result(reply, request, start)
+
+    def _borrow(self) -> ForkServer:
+        while True:  # an idle server, or room to start one (a discarded server makes room)
+            try:
+                server = self._idle.get(timeout=0 if self._count < self._size else 0.05)
+                if server.proc.poll() is None:
+                    return server
+                self._discard(server)  # died while idle (e.g. its spawning thread ended): replace
+            except queue.Empty:
+                pass
+            if self._closed:
+                raise SandboxError("the warm pool is closed")
+            with self._lock:
+                grow = self._count < self._size
+                self._count += grow
+            if grow:
+                break
+        try:
+            return self._spawner.submit(ForkServer, *self._start_args).result()
+        except BaseException:
+            with self._lock:
+                self._count -= 1
+            raise
+
+    def _discard(self, server: ForkServer) -> None:
+        server.close()
+        with self._lock:
+            self._count -= 1
+
+    def close(self) -> None:
+        self._closed = True
+        while True:
+            try:
+                self._discard(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        self._spawner.shutdown(wait=False)

@@ -1,0 +1,331 @@
+"""One supervised child per run: the machinery under `local` (bubblewrap) and `unsafe-subprocess`.
+
+A run is one exec'd command line behind util-linux's prlimit (rlimits) and setpriv (no new
+privileges; as root, a leased unprivileged uid), in a new session, with capped output read
+without unbounded buffering, a wall-clock deadline, and a kill of everything the run left behind.
+`unsafe-subprocess` runs that in a host temp dir with no namespaces: for debugging only.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import ctypes
+import fcntl
+import functools
+import logging
+import math
+import os
+import pwd
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from flywheel.transforms.sandbox import (
+    ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, register_backend)
+
+_CHUNK = 65536
+_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc")
+_PROCESS_MARKERS = ("can't start new thread", "BlockingIOError: [Errno 11]")
+SANDBOX_PATH = "/usr/bin:/bin"
+
+
+class UidPool:
+    """Leases each concurrent run its own unprivileged uid, `base + slot`.
+
+    A slot is held by an exclusive flock on a file named after it. Every lease opens its own file
+    description, so flock excludes other threads *and* other processes on the machine (Beam runs
+    one SDK worker process per core), and the kernel releases a slot whose holder died. Uids that
+    name a user of the host are skipped: the backend kills every process of a leased uid.
+    """
+
+    def __init__(self, size: int = 256, base: int = 61000, lock_dir: str | None = None):
+        users = {entry.pw_uid for entry in pwd.getpwall()}
+        self.uids = [uid for uid in range(base, base + size) if uid not in users]
+        self.lock_dir = lock_dir or os.path.join(tempfile.gettempdir(), "flywheel-sandbox-uids")
+        os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
+        st = os.lstat(self.lock_dir)  # /tmp is shared: refuse a dir a sandboxed uid planted first
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise SandboxError(f"uid lock dir {self.lock_dir} is not a private dir of this user")
+
+    @contextlib.contextmanager
+    def lease(self):
+        while True:
+            for uid in self.uids:
+                path = os.path.join(self.lock_dir, str(uid))
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                try:
+                    yield uid
+                finally:
+                    os.close(fd)
+                return
+            time.sleep(0.01)  # every slot busy: wait for a run to finish
+
+
+def become_subreaper() -> None:
+    """Adopt orphans of our sandboxes so we can reap them: zombies left to a PID 1 that does not
+    reap (as in many containers) would count against a slot uid's RLIMIT_NPROC forever."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def which(program: str) -> str:
+    """The absolute path of `program` on the sandbox's PATH; a missing one is our failure."""
+    found = shutil.which(program, path=SANDBOX_PATH)
+    if found is None:
+        raise SandboxError(f"{program!r} not found on {SANDBOX_PATH}")
+    return found
+
+
+def cpu_seconds(limits: Limits) -> int:
+    """The CPU limit in whole seconds, the granularity of RLIMIT_CPU."""
+    return math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s)
+
+
+def limited(command: list[str], limits: Limits, uid: int | None, tools: dict, extra_procs=0):
+    """`command` behind prlimit (rlimits) and setpriv (no new privileges, and as root: drop to
+    `uid` with no groups). Exec'd wrappers, not a Popen preexec_fn: a preexec_fn forces fork()
+    instead of vfork(), and fork() runs the parent's atfork handlers in the child, where gRPC's
+    (every Beam worker has it) abort the child now and then."""
+    cpu, memory, fsize = cpu_seconds(limits), limits.memory_mb << 20, limits.file_size_mb << 20
+    argv = [tools["prlimit"], f"--as={memory}", f"--cpu={cpu}:{cpu + 1}",  # SIGXCPU, then SIGKILL
+            f"--fsize={fsize}", f"--nofile={limits.open_files}", "--core=0",
+            f"--nproc={limits.processes + extra_procs}", "--", tools["setpriv"], "--no-new-privs"]
+    if uid is not None:
+        argv += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    return argv + ["--"] + command
+
+
+def _run_processes(pgid: int, uid: int | None) -> dict[int, bool]:
+    """pid -> is_zombie for every process of one run: its process group, and its uid if it has one
+    (a child that called setsid() left the group but cannot leave its uid)."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == pgid:
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue  # exited while we looked
+        p_uid, p_pgid = int(fields["Uid"].split()[0]), int(fields["NSpgid"].split()[0])
+        if p_pgid == pgid or (uid is not None and p_uid == uid):
+            found[int(name)] = fields["State"].split()[0] in ("Z", "X")
+    return found
+
+
+def kill_run(pgid: int, uid: int | None) -> None:
+    """SIGKILL everything a run left behind and reap what we adopted; the leader is left to wait4."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    for _ in range(50):  # repeat: a process may fork while we scan
+        procs = _run_processes(pgid, uid)
+        live = [pid for pid, zombie in procs.items() if not zombie]
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in procs:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)  # ours only when adopted as subreaper; others raise at once
+        if not live:
+            return
+
+
+def _communicate(proc: subprocess.Popen, limits: Limits, deadline: float, kill):
+    """Collect capped stdout and stderr until the leader exited and both pipes closed, or a limit.
+
+    Returns (stdout, stderr, reason), reason None, "timeout" or "output". When the leader exits,
+    `kill()` ends what it left behind, so a background child holding the pipes open cannot stretch
+    the run to its timeout.
+    """
+    bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    reason = None
+
+    def read(fd: int) -> bool:
+        nonlocal reason
+        chunk = os.read(fd, _CHUNK)
+        room = limits.output_bytes - len(bufs[fd])
+        bufs[fd] += chunk[:room]
+        if len(chunk) > room and reason is None:
+            reason = "output"
+        return bool(chunk)
+
+    pidfd = os.pidfd_open(proc.pid)  # readable once the leader exits
+    try:
+        with selectors.DefaultSelector() as sel:
+            for fd in (*bufs, pidfd):
+                sel.register(fd, selectors.EVENT_READ)
+            while reason is None and sel.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:  # checked every pass: a trickle of output must not outlive it
+                    reason = "timeout"
+                    break
+                for key, _ in sel.select(remaining):
+                    if key.fd == pidfd:
+                        sel.unregister(pidfd)
+                        kill()
+                    elif not read(key.fd):
+                        sel.unregister(key.fd)
+    finally:
+        os.close(pidfd)
+    kill()  # nothing of the run may still write; then take what is left in the pipes
+    for fd, buf in bufs.items():
+        os.set_blocking(fd, False)
+        with contextlib.suppress(BlockingIOError):
+            while len(buf) < limits.output_bytes and read(fd):
+                pass
+    out, err = (bytes(b).decode("utf-8", "replace") for b in bufs.values())
+    return out, err, reason
+
+
+@dataclass
+class Outcome:
+    """What supervising one child saw, before a backend interprets its exit status."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    reason: str | None  # None, "timeout" or "output": our own kills
+    cpu_ms: float
+    wall_ms: float
+
+
+def supervise(argv: list[str], request: ExecRequest, uid: int | None, cwd: str, env: dict,
+              pass_fds=()) -> Outcome:
+    """Run `argv` as a new session, feed it stdin, enforce the wall deadline and output caps,
+    kill whatever it left, and reap it; a spawn failure is a SandboxError."""
+    limits = request.limits
+    with tempfile.TemporaryFile() as stdin:  # a file, not a pipe: no writer to keep alive
+        stdin.write(request.stdin.encode())
+        stdin.seek(0)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    pass_fds=pass_fds)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise SandboxError(f"cannot start {argv[0]!r}: {e}") from e
+    kill_once = functools.cache(lambda: kill_run(proc.pid, uid))
+    with proc:  # closes the pipes
+        try:
+            out, err, reason = _communicate(proc, limits, start + limits.timeout_s, kill_once)
+        finally:
+            kill_once()  # kill the group before reaping its leader, whose pid names the group
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+    if reason == "timeout" and proc.returncode != -signal.SIGKILL:
+        reason = None  # it exited by itself just as the deadline passed: not our kill
+    return Outcome(proc.returncode, out, err, reason, (usage.ru_utime + usage.ru_stime) * 1000,
+                   (time.monotonic() - start) * 1000)
+
+
+def kill_reason(code: int | None, stderr: str, cpu_ms: float, limits: Limits) -> str | None:
+    """Why the code stopped, when it was not our timer or output cap."""
+    if code is None:
+        return None
+    if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_ms >= 1000 * cpu_seconds(limits)):
+        return "cpu"
+    if code != 0 and any(marker in stderr for marker in _MEMORY_MARKERS):
+        return "memory"
+    if code != 0 and any(marker in stderr for marker in _PROCESS_MARKERS):
+        return "processes"
+    return "signal" if code < 0 else None
+
+
+def result(outcome: Outcome, code: int | None, limits: Limits, backend: str) -> ExecResult:
+    """The ExecResult of a supervised run whose exit status a backend decoded as `code`."""
+    reason = outcome.reason
+    return ExecResult(
+        exit_code=code, stdout=outcome.stdout, stderr=outcome.stderr,
+        timed_out=reason == "timeout", truncated=reason == "output",
+        kill_reason=reason or kill_reason(code, outcome.stderr, outcome.cpu_ms, limits),
+        wall_ms=outcome.wall_ms, cpu_ms=outcome.cpu_ms, backend=backend)
+
+
+class SubprocessBackend(SandboxBackend):
+    """A backend whose runs are supervised children of this process; thread-safe, stateless.
+
+    Subclasses say how one leased run executes (`_run_leased`); this class finds the tools, the
+    uid pool and a Python interpreter that actually runs inside the sandbox.
+    """
+
+    def __init__(self, uid_pool: UidPool | None = None, candidates: tuple[str, ...] | None = None):
+        self._tools = {tool: which(tool) for tool in ("prlimit", "setpriv")}
+        become_subreaper()
+        self._uids = uid_pool or (UidPool() if os.geteuid() == 0 else None)
+        self._preflight()
+        # The sandbox uid must be able to reach the interpreter: a pyenv under /root (mode 700) is
+        # not. setpriv still exec's it (still holding root's caps, which drop at exec) and it then
+        # half-works on the system's stdlib, so "it ran" proves nothing: ask the sandboxed uid.
+        probe = ExecRequest({}, ("python", "-c", "import os, sys; print(os.access(sys.executable, 1))"))
+        tried = []
+        for python in candidates or dict.fromkeys([sys.executable, "/usr/bin/python3"]):
+            self._python = python
+            try:
+                found = self.run(probe)
+                if found.stdout == "True\n":
+                    return
+                tried.append(f"{python}: {found.stdout.strip()} {found.stderr.strip()[-200:]}")
+            except SandboxError as e:
+                tried.append(f"{python}: {e}")
+        raise SandboxError("no Python interpreter runs in the sandbox; tried " + "; ".join(tried))
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        command, program = list(request.command), request.command[0]
+        if program == "python":
+            command[:1] = [self._python, "-I", "-B"]  # -I ignores PYTHONDONTWRITEBYTECODE
+        elif not program.startswith("./"):  # "./x" is the code's own file, found in the work dir
+            command[0] = which(program)
+        with self._uids.lease() if self._uids else contextlib.nullcontext() as uid:
+            return self._run_leased(command, uid, request)
+
+    def _preflight(self) -> None:
+        """Check, before anything runs, that this machine supports the backend; raise a clear
+        SandboxError if not."""
+
+    @abc.abstractmethod
+    def _run_leased(self, command: list[str], uid: int | None, request: ExecRequest) -> ExecResult:
+        """Run the resolved `command` for `request` as host uid `uid` (None: our own)."""
+
+
+def write_files(workdir: str, files, uid: int | None) -> None:
+    """Write `files` under `workdir` (ExecRequest checked that no path escapes it)."""
+    for name, text in files.items():
+        path = os.path.join(workdir, *PurePosixPath(name).parts)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    if uid is not None:  # the code may rewrite its own files, and create new ones
+        for root, dirs, names in os.walk(workdir):
+            for entry in [root] + [os.path.join(root, n) for n in dirs + names]:
+                os.chown(entry, uid, uid)
+
+
+@register_backend("unsafe-subprocess")
+class UnsafeSubprocessBackend(SubprocessBackend):
+    """rlimits, a clean environment and a leased uid, but NO namespaces: the code sees the host's
+    files, network and processes. For debugging the sandbox only; it says so on every run."""
+
+    def _run_leased(self, command, uid, request):
+        logging.getLogger(__name__).warning(
+            "sandbox backend 'unsafe-subprocess' isolates nothing (host files, network and "
+            "processes are reachable): for debugging only, never for model-generated code")
+        with tempfile.TemporaryDirectory(prefix="flywheel-sandbox-") as workdir:
+            write_files(workdir, request.files, uid)
+            env = {"PATH": SANDBOX_PATH, "LANG": "C.UTF-8", "HOME": workdir,
+                   "TMPDIR": workdir, "PYTHONDONTWRITEBYTECODE": "1"}  # never the parent's
+            outcome = supervise(limited(command, request.limits, uid, self._tools), request, uid,
+                                workdir, env)
+        return result(outcome, outcome.returncode, request.limits, self.name)
