@@ -118,7 +118,8 @@ class Execute(beam.PTransform):
         sandboxed, direct = attempts | "NeedsSandbox" >> beam.Partition(
             lambda a, n: 0 if get_domain(a["domain"]).uses_sandbox else 1, 2)
         ran = (sandboxed
-               | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
+               | "Batch" >> beam.BatchElements(min_batch_size=max(1, self.batch_size // 4),
+                                               max_batch_size=self.batch_size)
                | "Run" >> beam.ParDo(_ExecuteBatch(self.backend, self.limits, self.workers,
                                                    self.retries, self.backoff_s))
                .with_outputs(ERRORS_TAG, main="attempts"))
