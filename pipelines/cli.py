@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flywheel.pipelines import domains_cli, sandbox_cli, tasks_cli, verify_cli
-from flywheel.pipelines.config import RunConfig
+from flywheel.pipelines.config import RunConfig, parse_options
 
 # flag -> (dotted config key, type, help); None type means a comma-separated list of strings.
 RUN_FLAGS = {
@@ -33,7 +33,9 @@ RUN_FLAGS = {
     "--n-samples": ("rollout.n_samples", int, "attempts per training task (group size)"),
     "--temperature": ("rollout.temperature", float, "sampling temperature"),
     "--advantage": ("rollout.advantage", str, "advantage estimator (grpo, dr_grpo, rloo)"),
-    "--sandbox": ("rollout.sandbox", str, "sandbox backend"),
+    "--sandbox": ("rollout.sandbox", str, "sandbox backend (local, docker, unsafe-subprocess)"),
+    "--sandbox-options": ("rollout.sandbox_options", None,
+                          "comma-separated KEY=VALUE backend options, e.g. runtime=runsc"),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
     "--lr": ("train.lr", float, "RL learning rate"),
 }
@@ -63,6 +65,11 @@ def cmd_run(args, beam_args: list[str], console: Console) -> int:
     from flywheel.pipelines.report import pass_at_1_table
     run_dir = args.run_dir or f"runs/{dt.datetime.now():%Y%m%d-%H%M%S}"
     config, explicit = build_config(args)
+    try:
+        parse_options(config.rollout.sandbox_options)
+    except ValueError as e:
+        console.print(f"[red]error:[/] {e}")
+        return 2
     if "--runner" not in " ".join(beam_args):
         beam_args = ["--runner=DirectRunner", *beam_args]
     console.print(f"[bold]flywheel run[/] -> run dir [cyan]{run_dir}[/]")

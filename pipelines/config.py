@@ -20,7 +20,20 @@ class RolloutSettings:
     advantage: str = "grpo"
     filter_truncated: bool = False        # DAPO-style: keep truncated attempts out of the loss
     sandbox: str = "local"
+    sandbox_options: tuple[str, ...] = ()  # KEY=VALUE options of the backend, e.g. runtime=runsc
     max_batch_size: int = 256
+
+
+def parse_options(pairs: tuple[str, ...]) -> dict[str, object]:
+    """("runtime=runsc", "warm=false") -> {"runtime": "runsc", "warm": False}: backend kwargs."""
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"sandbox option {pair!r} is not KEY=VALUE")
+        lowered = value.lower()
+        options[key] = {"true": True, "false": False}.get(lowered, int(value) if value.isdigit() else value)
+    return options
 
 
 @dataclass(frozen=True)

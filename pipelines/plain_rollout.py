@@ -22,13 +22,14 @@ EXECUTE_LIMITS = Limits(timeout_s=2.0, memory_mb=256)
 
 def plain_rollout(model, tasks: list[dict], *, n_samples: int, temperature: float, seed: int,
                   iteration: int = 0, mode: str = "train", sandbox: str = "local",
-                  batch_size: int = 256, workers: int = 4, backend=None):
+                  batch_size: int = 256, workers: int = 4, backend=None,
+                  sandbox_options: dict | None = None):
     """Scored attempts and error rows for `tasks`, one batch at a time."""
     attempts = [a for t in tasks for a in expand_task(
         t, run_id="plain", iteration=iteration, policy_version=0, seed=seed,
         n_samples=n_samples, temperature=temperature, mode=mode)]
     own_backend = backend is None
-    backend = backend or get_backend(sandbox)
+    backend = backend or get_backend(sandbox, **(sandbox_options or {}))
     scored, errors = [], []
     try:
         with ThreadPoolExecutor(workers) as pool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.pipelines.config import RunConfig
+from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.layout import RunLayout
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
@@ -65,7 +65,8 @@ def build_rollout(pipeline: beam.Pipeline, config: RunConfig, spec: IterationSpe
     handler = PolicyModelHandler(spec.checkpoint_uri, policy_config=config.policy.__dict__,
                                  init_seed=config.seed, max_batch_size=r.max_batch_size)
     generated = (train, heldout) | "AllAttempts" >> beam.Flatten() | "Generate" >> Generate(handler)
-    executed = generated | "Execute" >> Execute(backend=r.sandbox)
+    executed = generated | "Execute" >> Execute(backend=r.sandbox,
+                                                options=parse_options(r.sandbox_options))
     verified = executed["attempts"] | "Verify" >> Verify()
     train_scored, heldout_scored = verified.attempts | "ByMode" >> beam.Partition(
         lambda a, n: int(a["mode"] == "heldout"), 2)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from flywheel.domains.registry import get_domain
-from flywheel.pipelines.config import RunConfig
+from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
 from flywheel.trainer.model import PolicyConfig, build_policy
 from flywheel.trainer.tokens import encode_answer, encode_prompt
@@ -65,7 +65,8 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
         if step % ws.eval_every == 0 or step == ws.max_steps:
             model.eval()
             scored, _ = plain_rollout(model, validation, n_samples=1, temperature=0.0, seed=seed,
-                                      mode="validation", sandbox=config.rollout.sandbox)
+                                      mode="validation", sandbox=config.rollout.sandbox,
+                                      sandbox_options=parse_options(config.rollout.sandbox_options))
             pass_rates = pass_rate_by_domain(scored)
             mean = sum(pass_rates.values()) / len(pass_rates)
             history.append({"step": step, "loss": loss, **pass_rates})

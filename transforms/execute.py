@@ -83,12 +83,13 @@ def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int
 
 
 class _ExecuteBatch(beam.DoFn):
-    def __init__(self, backend: str, limits: Limits, workers: int, retries: int, backoff_s: float):
+    def __init__(self, backend: str, limits: Limits, workers: int, retries: int, backoff_s: float,
+                 options: dict | None = None):
         self.backend_name, self.limits, self.workers = backend, limits, workers
-        self.retries, self.backoff_s = retries, backoff_s
+        self.retries, self.backoff_s, self.options = retries, backoff_s, options or {}
 
     def setup(self):
-        self.backend = get_backend(self.backend_name)
+        self.backend = get_backend(self.backend_name, **self.options)
         self.pool = ThreadPoolExecutor(self.workers)
 
     def teardown(self):
@@ -107,10 +108,11 @@ class Execute(beam.PTransform):
     """Attempts in, attempts with `execution` (the sandbox's result record) and `turns` out."""
 
     def __init__(self, backend: str = "local", limits: Limits = Limits(timeout_s=2.0, memory_mb=256),
-                 workers: int = 4, batch_size: int = 64, retries: int = 2, backoff_s: float = 0.2):
+                 workers: int = 4, batch_size: int = 64, retries: int = 2, backoff_s: float = 0.2,
+                 options: dict | None = None):
         super().__init__()
         self.backend, self.limits, self.workers, self.batch_size = backend, limits, workers, batch_size
-        self.retries, self.backoff_s = retries, backoff_s
+        self.retries, self.backoff_s, self.options = retries, backoff_s, dict(options or {})
 
     def expand(self, attempts):
         # Only sandboxed attempts are batched for the thread pool; the rest pass straight through,
@@ -121,7 +123,7 @@ class Execute(beam.PTransform):
                | "Batch" >> beam.BatchElements(min_batch_size=max(1, self.batch_size // 4),
                                                max_batch_size=self.batch_size)
                | "Run" >> beam.ParDo(_ExecuteBatch(self.backend, self.limits, self.workers,
-                                                   self.retries, self.backoff_s))
+                                                   self.retries, self.backoff_s, self.options))
                .with_outputs(ERRORS_TAG, main="attempts"))
         passed = direct | "NoSandbox" >> beam.Map(without_execution)
         merged = (ran.attempts, passed) | "Merge" >> beam.Flatten()

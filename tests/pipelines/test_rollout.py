@@ -54,8 +54,8 @@ def test_rollout_in_memory_writes_partitioned_parquet(tmp_path):
     assert parts == [f"tables/trajectories/iteration=0/domain={d}/part-00000.parquet" for d in DOMAINS]
 
 
-def test_rollout_multi_processing(tmp_path):
-    config = tiny_config()
+def test_rollout_multi_processing_with_backend_options(tmp_path):
+    config = tiny_config(sandbox_options=("warm=false",))   # the cold bwrap path of `local`
     rollout(tmp_path, config, ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
     check_tables(tmp_path, config)
 

@@ -39,3 +39,4 @@ def test_the_trainer_rejects_unknown_majors_too(tmp_path):
     pq.write_table(table, path)
     with pytest.raises(SchemaVersionError, match="9.0"):
         read_trajectories(str(tmp_path / "iteration=0"))
+
