@@ -112,7 +112,7 @@ def cmd_sql(args, console: Console) -> int:
 
 def cmd_report(args, console: Console) -> int:
     from flywheel.pipelines.report import pass_at_1_table
-    console.print(pass_at_1_table(args.run_dir))
+    console.print(pass_at_1_table(args.run_dir, args.metric))
     return 0
 
 
@@ -128,8 +128,10 @@ def parser() -> argparse.ArgumentParser:
     sql.add_argument("query")
     sql.add_argument("--run-dir", required=True)
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    report = sub.add_parser("report", help="held-out pass@1 per domain and iteration")
+    report = sub.add_parser("report", help="a metric per domain and iteration (default: held-out pass@1)")
     report.add_argument("--run-dir", required=True)
+    report.add_argument("--metric", default="heldout_pass@1",
+                        help="a `metrics` name, e.g. train_pass_rate, zero_variance_frac, train/loss")
     for module in (domains_cli, sandbox_cli, tasks_cli, verify_cli):
         module.add_parser(sub)
     return p

@@ -7,15 +7,20 @@ from rich.table import Table
 from flywheel.pipelines.sql import query
 
 
-def pass_at_1_table(run_dir: str) -> Table:
-    """Held-out greedy pass@1 per domain (columns) for every iteration (rows)."""
+TITLES = {"heldout_pass@1": "held-out pass@1 (greedy)",
+          "train_pass_rate": "sampled pass rate of the training attempts",
+          "zero_variance_frac": "share of attempts in groups without learning signal"}
+
+
+def pass_at_1_table(run_dir: str, metric: str = "heldout_pass@1") -> Table:
+    """One metric (default: held-out greedy pass@1) per domain (columns) for every iteration (rows)."""
     _, rows = query(run_dir, "SELECT iteration, domain, value FROM metrics "
-                             "WHERE name = 'heldout_pass@1' ORDER BY iteration, domain")
+                             "WHERE name = ? ORDER BY iteration, domain", [metric])
     domains = sorted({d for _, d, _ in rows if d != "*"}) + ["*"]
     by_iteration: dict[int, dict[str, float]] = {}
     for iteration, domain, value in rows:
         by_iteration.setdefault(iteration, {})[domain] = value
-    table = Table(title="held-out pass@1 (greedy)")
+    table = Table(title=TITLES.get(metric, metric))
     table.add_column("iteration", justify="right")
     for d in domains:
         table.add_column("all" if d == "*" else d, justify="right")

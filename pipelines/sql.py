@@ -17,11 +17,11 @@ def connect(run_dir: str) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def query(run_dir: str, sql: str):
+def query(run_dir: str, sql: str, parameters: list | None = None):
     """(column names, rows) of `sql` run against the run's tables."""
     con = connect(run_dir)
     try:
-        cursor = con.execute(sql)
+        cursor = con.execute(sql, parameters) if parameters else con.execute(sql)
         columns = [d[0] for d in cursor.description] if cursor.description else []
         return columns, cursor.fetchall()
     finally:
