@@ -38,19 +38,6 @@ def backend(request):
     instance.close()
 
 
-@pytest.fixture(scope="session")
-def docker_daemon(tmp_path_factory):
-    """A private dockerd for this session (started and stopped by PID), or a skip saying why."""
-    pytest.importorskip("docker", reason="the Docker SDK is not installed: pip install '.[docker]'")
-    from flywheel.transforms.sandbox_dockerd import PrivateDockerd
-    try:
-        daemon = PrivateDockerd.start(tmp_path_factory.mktemp("dockerd"))
-    except SandboxError as e:
-        pytest.skip(str(e))
-    yield daemon
-    daemon.stop()
-
-
 @pytest.fixture(scope="module")
 def isolating(backend):
     if backend.label == "unsafe-subprocess":

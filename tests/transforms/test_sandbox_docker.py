@@ -1,6 +1,7 @@
 """The `docker` backend and `flywheel sandbox build-image`, against a real private dockerd.
 
-The daemon (Debian docker.io) is started for this module and stopped by its PID; everything skips,
+The daemon (Debian docker.io) is started once per session (tests/transforms/conftest.py) and
+stopped by its PID; everything skips,
 saying why, where dockerd or the Docker SDK is missing. The hostile-code suite runs on docker (and
 runsc) in test_sandbox_adversarial.py.
 """
@@ -14,17 +15,9 @@ from flywheel.pipelines import sandbox_cli
 from flywheel.transforms.sandbox import ExecRequest, Limits, SandboxError, get_backend
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    pytest.importorskip("docker", reason="the Docker SDK is not installed: pip install '.[docker]'")
-    from flywheel.transforms.sandbox_dockerd import PrivateDockerd
-    try:
-        d = PrivateDockerd.start(tmp_path_factory.mktemp("dockerd"))
-    except SandboxError as e:
-        pytest.skip(str(e))
-    yield d
-    d.stop()
-    assert d.proc.poll() is not None
+@pytest.fixture
+def daemon(docker_daemon):
+    return docker_daemon
 
 
 def cli(argv):
