@@ -62,7 +62,7 @@ def build_config(args: argparse.Namespace) -> tuple[RunConfig, set[str]]:
 def cmd_run(args, beam_args: list[str], console: Console) -> int:
     from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
     from flywheel.pipelines.progress import RunProgress
-    from flywheel.pipelines.report import pass_at_1_table
+    from flywheel.pipelines.report import metric_table
     run_dir = args.run_dir or f"runs/{dt.datetime.now():%Y%m%d-%H%M%S}"
     config, explicit = build_config(args)
     try:
@@ -80,7 +80,7 @@ def cmd_run(args, beam_args: list[str], console: Console) -> int:
     except RunConfigMismatch as e:
         console.print(f"[red]error:[/] {e}")
         return 2
-    console.print(pass_at_1_table(run_dir))
+    console.print(metric_table(run_dir))
     console.print("Look further with SQL, e.g.:\n  flywheel sql \"SELECT domain, avg(reward_raw), "
                   f"count(*) FROM trajectories GROUP BY 1\" --run-dir {run_dir}")
     return 0
@@ -111,8 +111,8 @@ def cmd_sql(args, console: Console) -> int:
 
 
 def cmd_report(args, console: Console) -> int:
-    from flywheel.pipelines.report import pass_at_1_table
-    console.print(pass_at_1_table(args.run_dir, args.metric))
+    from flywheel.pipelines.report import metric_table
+    console.print(metric_table(args.run_dir, args.metric))
     return 0
 
 

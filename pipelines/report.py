@@ -12,7 +12,7 @@ TITLES = {"heldout_pass@1": "held-out pass@1 (greedy)",
           "zero_variance_frac": "share of attempts in groups without learning signal"}
 
 
-def pass_at_1_table(run_dir: str, metric: str = "heldout_pass@1") -> Table:
+def metric_table(run_dir: str, metric: str = "heldout_pass@1") -> Table:
     """One metric (default: held-out greedy pass@1) per domain (columns) for every iteration (rows)."""
     _, rows = query(run_dir, "SELECT iteration, domain, value FROM metrics "
                              "WHERE name = ? ORDER BY iteration, domain", [metric])

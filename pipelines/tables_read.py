@@ -12,17 +12,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from flywheel.schemas import PARTITION_COLUMNS, TABLES, check_file_metadata
-
-
-def _filesystem(uri: str):
-    if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
-    return pafs.LocalFileSystem(), uri
+from flywheel.trainer.uris import resolve_uri
 
 
 def table_dataset(run_dir: str, table: str) -> ds.Dataset:
     """The whole `table` of a run as one dataset with its logical schema (empty if none yet)."""
-    fs, root = _filesystem(run_dir)
+    fs, root = resolve_uri(run_dir)
     path = f"{root.rstrip('/')}/tables/{table}"
     schema = TABLES[table]
     partitioning = ds.partitioning(

@@ -39,8 +39,8 @@ def test_iterations_commit_and_checkpoints_chain(tmp_path):
     assert rows == [(0, 0, 0), (1, 1, 1)]
     _, rows = query(str(tmp_path), "SELECT count(*) FROM metrics WHERE name = 'train/n_steps'")
     assert rows == [(2,)]
-    from flywheel.pipelines.report import pass_at_1_table
-    table = pass_at_1_table(str(tmp_path), "zero_variance_frac")
+    from flywheel.pipelines.report import metric_table
+    table = metric_table(str(tmp_path), "zero_variance_frac")
     assert table.row_count == 2 and len(table.columns) == len(DEFAULT_DOMAINS) + 2
     # resuming a complete run does nothing; extending it runs only the new iteration
     run_iterations(str(tmp_path), tiny_config().__class__(**{**config.__dict__, "iterations": 3}))
