@@ -6,7 +6,11 @@ Two tasks: `print(1)`, and a small test-running task (a solution and three unitt
 with `python -m unittest`). Backends: bare subprocess (no isolation at all: the baseline), `local`
 cold (one bwrap per attempt), `local` warm pool, and with --docker the `docker` backend (a private
 dockerd is started, and stopped, unless --docker-host names one). Each row gives attempts/s with
-one worker, the ratio to bare subprocess, and attempts/s with 2 concurrent workers.
+one worker, the ratio to bare subprocess, attempts/s with 2 concurrent workers, and the CPU time
+the whole machine spent per `print(1)` attempt (all processes and kernel threads, from
+/proc/stat) with 1 and with 2 workers: where one worker already keeps more than one core busy
+(the warm pool prepares the next attempt while one runs), 2 workers cannot double on 2 cores,
+and an unchanged CPU per attempt is what says that they scale with the cores there are.
 """
 
 from __future__ import annotations
@@ -53,17 +57,25 @@ class BareSubprocess:
         pass
 
 
-def rate(backend, request: ExecRequest, attempts: int, workers: int) -> float:
-    """Attempts per second over `attempts` runs on `workers` threads (after one warm-up each)."""
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot (every process, kernel threads)."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def rate(backend, request: ExecRequest, attempts: int, workers: int) -> tuple[float, float]:
+    """(attempts per second, machine CPU ms per attempt) over `attempts` runs on `workers`
+    threads, after one warm-up each."""
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(backend.run, [request] * workers))
-        start = time.perf_counter()
+        start, busy = time.perf_counter(), busy_seconds()
         results = list(pool.map(backend.run, [request] * attempts))
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, busy_seconds() - busy
     for r in results:
         code = getattr(r, "exit_code", getattr(r, "returncode", None))
         assert code == 0, r
-    return attempts / elapsed
+    return attempts / elapsed, 1000 * cpu / attempts
 
 
 def main() -> None:
@@ -89,19 +101,22 @@ def main() -> None:
             backends.append(("docker runsc", lambda: get_backend("docker", base_url=url, runtime="runsc"),
                              max(args.attempts // 4, 8)))
     table = Table("backend", *[f"{t} /s" for t in TASKS], *[f"{t} x bare" for t in TASKS],
-                  "print(1) /s, 2 workers", "2 workers / 1", title=f"sandbox attempts/s ({os.cpu_count()} cores)")
+                  "print(1) /s, 2 workers", "2 workers / 1", "CPU ms/attempt, 1 worker",
+                  "CPU ms/attempt, 2 workers", title=f"sandbox attempts/s ({os.cpu_count()} cores)")
     bare = {}
     try:
         for name, make, attempts in backends:
             backend = make()
             try:
-                one = {t: rate(backend, r, attempts, 1) for t, r in TASKS.items()}
-                two = rate(backend, TASKS["print(1)"], attempts, 2)
+                measured = {t: rate(backend, r, attempts, 1) for t, r in TASKS.items()}
+                two, cpu_two = rate(backend, TASKS["print(1)"], attempts, 2)
             finally:
                 backend.close()
+            one = {t: per_s for t, (per_s, _) in measured.items()}
             bare = bare or one
             table.add_row(name, *[f"{one[t]:.1f}" for t in TASKS], *[f"{one[t] / bare[t]:.2f}x" for t in TASKS],
-                          f"{two:.1f}", f"{two / one['print(1)']:.2f}x")
+                          f"{two:.1f}", f"{two / one['print(1)']:.2f}x",
+                          f"{measured['print(1)'][1]:.1f}", f"{cpu_two:.1f}")
     finally:
         if daemon is not None:
             daemon.stop()

@@ -1,4 +1,4 @@
-"""The warm pool's attempt process (C): limits, seccomp, and `python -I ARGV` in a warm interpreter.
+"""The warm pool's attempt process (X): limits, seccomp, and `python -I ARGV` in a warm interpreter.
 
 Shipped into the sandbox beside sandbox_forkserver.py; standard library only, and importable on
 the host without side effects (the `local` backend's cold runs use the same seccomp filter).
@@ -68,8 +68,8 @@ def set_limits(limits):
     for res, value in ((resource.RLIMIT_AS, limits["memory_mb"] << 20), (resource.RLIMIT_CPU, cpu),
                        (resource.RLIMIT_FSIZE, limits["file_size_mb"] << 20),
                        (resource.RLIMIT_NOFILE, limits["open_files"]), (resource.RLIMIT_CORE, 0),
-                       (resource.RLIMIT_NPROC, limits["processes"] + 1)):  # + B
-        resource.setrlimit(res, (value, value + 1 if res == resource.RLIMIT_CPU else value))
+                       (resource.RLIMIT_NPROC, limits["processes"] + 1)):  # + the next standby
+        resource.setrlimit(res, (value, value))  # CPU: SIGKILL at the limit (pid 1 drops SIGXCPU)
 
 
 def run_python(argv):
@@ -121,21 +121,23 @@ def run_python(argv):
     return code
 
 
-def be_c(raw, out_w, err_w):
-    """C: the code's process; never returns."""
-    if not raw:
-        os._exit(0)
-    req = json.loads(raw)
-    drop_capabilities()
+def be_code(req, out_w, err_w, setup_w):
+    """The code's process (X, capabilities dropped): limits, seccomp, then the code; never returns.
+    `setup_w` reports a failure before the code runs; it is closed (with every other fd but 0-2)
+    just before, so the code can neither write to it nor see its end of anything."""
     stdin = os.memfd_create("stdin")
     os.write(stdin, req["stdin"].encode())
     os.lseek(stdin, 0, os.SEEK_SET)
     for src, dst in ((stdin, 0), (out_w, 1), (err_w, 2)):
         os.dup2(src, dst)
-    os.closerange(3, 1 << 16)
     os.chdir(WORKDIR)
     set_limits(req["limits"])
     install_seccomp()
+    os.closerange(3, 1 << 16)
     if req["argv"][0] != "python":
-        os.execv(req["argv"][0], req["argv"])
+        try:
+            os.execv(req["argv"][0], req["argv"])
+        except OSError as e:  # as a shell says it, with its exit status
+            os.write(2, f"{req['argv'][0]}: {e.strerror}\n".encode())
+            os._exit(127)
     os._exit(run_python(req["argv"][1:]) & 0xFF)

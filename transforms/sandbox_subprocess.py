@@ -235,7 +235,9 @@ def kill_reason(code: int | None, stderr: str, cpu_ms: float, limits: Limits) ->
     """Why the code stopped, when it was not our timer or output cap."""
     if code is None:
         return None
-    if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_ms >= 1000 * cpu_seconds(limits)):
+    # SIGKILL at the hard limit (the warm pool's pid 1 ignores SIGXCPU); the kernel's accounting
+    # can read a hair under the limit it enforced.
+    if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_ms >= 1000 * cpu_seconds(limits) - 50):
         return "cpu"
     if code != 0 and any(marker in stderr for marker in _MEMORY_MARKERS):
         return "memory"

@@ -234,7 +234,7 @@ def test_local_is_isolated_and_warm_by_default():
     with get_backend("local") as backend:
         assert backend.warm, "the warm pool did not start here: see the warning logged above"
         result = backend.run(ExecRequest({}, ("python", "-c", "import os; print(os.getpid())")))
-        assert result.stdout == "2\n"  # its own pid namespace, under an init of its own
+        assert result.stdout == "1\n"  # its own pid namespace, of which it is the init
 
 
 def test_without_namespaces_local_says_so_clearly(monkeypatch):

@@ -228,6 +228,27 @@ def test_one_attempt_cannot_read_what_the_previous_wrote(isolating, sentinel):
     host_ok(sentinel)
 
 
+def test_a_listener_left_behind_is_gone_for_the_next_attempt(isolating, sentinel):
+    """Warm attempts of one server share its network namespace, one after another: a socket
+    that a leftover process of one attempt listens on must be gone when the next one runs."""
+    tag = f"lsn{os.getpid() % 10000}"
+    first = marked(tag, "import os, socket, time\nif os.fork() == 0:\n"
+                        "    a = socket.socket(); a.bind(('127.0.0.1', 47011)); a.listen()\n"
+                        "    u = socket.socket(socket.AF_UNIX); u.bind('\\0flywheel-left'); u.listen()\n"
+                        "    print('listening', flush=True); time.sleep(60)\n"
+                        "else:\n    time.sleep(0.3)")
+    second = ("import socket\nfor family, addr in ((socket.AF_INET, ('127.0.0.1', 47011)), "
+              "(socket.AF_UNIX, '\\0flywheel-left')):\n    s = socket.socket(family)\n"
+              "    try: s.connect(addr); print('CONNECTED')\n"
+              "    except OSError as e: print('REFUSED', e)")
+    for _ in range(3):  # back to back, so that a lingering leftover would be caught
+        assert "listening" in run(isolating, first).stdout
+        result = run(isolating, second)
+        assert result.stdout.count("REFUSED") == 2 and "CONNECTED" not in result.stdout, result
+    assert marked_pids(tag) == []
+    host_ok(sentinel)
+
+
 def test_ctypes_syscalls(isolating, sentinel):
     code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nprint([\n"
             "    libc.mount(b'tmpfs', b'/usr', b'tmpfs', 0, None),\n"
