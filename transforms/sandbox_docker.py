@@ -7,13 +7,16 @@ Each container: no network, memory (no swap) and pids limits, read-only root, a 
 work dir at /sandbox (also /tmp), every capability dropped, no-new-privileges, uid 65534, rlimits,
 docker-init as pid 1 (reaps, so the code has normal signal semantics), no log driver (output is
 streamed and capped here, never stored). The task's files come in through a read-only bind of a
-private host dir at /task, copied into the tmpfs before the command runs.
+private host dir at /task, copied into the tmpfs before the command runs. The entry shell stays
+to print, after the command, the CPU time of its children (`times`) on stderr behind a marker,
+which is taken off again: the container's own accounting is gone once it has stopped.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -28,7 +31,10 @@ from flywheel.transforms.sandbox_docker_image import IMAGE
 from flywheel.transforms.sandbox_local import decode_status
 from flywheel.transforms.sandbox_subprocess import cpu_seconds, kill_reason
 
-_ENTRY = 'cp -R /task/files/. /sandbox/ && exec "$@" < /task/stdin'
+CPU_MARK = "\n@flywheel-cpu@\n"
+_ENTRY = ('cp -R /task/files/. /sandbox/ && { "$@" < /task/stdin; rc=$?; '
+          'printf "\\n@flywheel-cpu@\\n" >&2; times >&2; exit $rc; }')
+_TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s\s*")
 _DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key",
            "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
            "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
@@ -176,12 +182,27 @@ class DockerBackend(SandboxBackend):
         oom = container.attrs["State"].get("OOMKilled", False)
         code = -9 if reason[0] else decode_status(f'{{"exit-code": {status}}}'.encode())
         out, err = (bytes(b).decode("utf-8", "replace") for b in bufs.values())
+        err, cpu_ms = split_cpu(err)
         if code == 127 and "exec" in err and not reason[0] and "not found" in err:
             raise SandboxError(f"command not found in the image: {err.strip()[-300:]}")
-        why = reason[0] or ("memory" if oom else kill_reason(code, err, 0.0, limits))
+        why = reason[0] or ("memory" if oom else kill_reason(code, err, cpu_ms, limits))
         return ExecResult(exit_code=code, stdout=out, stderr=err, timed_out=why == "timeout",
                           truncated=why == "output", kill_reason=why,
-                          wall_ms=(time.monotonic() - start) * 1000, cpu_ms=0.0, backend=self.name)
+                          wall_ms=(time.monotonic() - start) * 1000, cpu_ms=cpu_ms, backend=self.name)
 
     def close(self) -> None:
         self._cleanup()
+
+
+def split_cpu(stderr: str) -> tuple[str, float]:
+    """(the command's stderr, its CPU ms) from the entry shell's stderr: `times` after CPU_MARK
+    at the very end (the children's line: user, then system). 0.0 when it is not there (the
+    container was killed, or the output cap cut it off). The code could print a marker of its
+    own; only the last one counts, and a lie can only misreport its own CPU time."""
+    head, mark, tail = stderr.rpartition(CPU_MARK)
+    lines = tail.strip().splitlines()
+    match = _TIMES.fullmatch(lines[-1]) if mark and len(lines) == 2 else None
+    if match is None:
+        return stderr, 0.0
+    minutes_user, user, minutes_sys, system = match.groups()
+    return head, (60 * (int(minutes_user) + int(minutes_sys)) + float(user) + float(system)) * 1000

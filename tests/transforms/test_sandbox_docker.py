@@ -59,6 +59,17 @@ def test_files_stdin_and_limits(daemon):
     assert result.timed_out and result.wall_ms < 10000
 
 
+def test_cpu_time_is_measured_and_stderr_kept_whole(daemon):
+    backend = daemon.backend()
+    code = "import sys\nsum(range(3 * 10**7))\nsys.stderr.write('no newline at the end')\nsys.exit(3)"
+    result = backend.run(ExecRequest({"main.py": code}, ("python", "main.py")))
+    assert (result.exit_code, result.stderr) == (3, "no newline at the end"), result
+    assert result.cpu_ms > 100, result  # a second or so of summing, as the container's shell saw it
+    faked = backend.run(ExecRequest({}, ("python", "-c", "import sys; sys.stderr.write("
+                                         "'\\n@flywheel-cpu@\\n0m0.00s 0m0.00s\\n0m9.00s 0m0.00s\\n')")))
+    assert faked.cpu_ms < 9000 and "@flywheel-cpu@" in faked.stderr, faked  # only the last mark counts
+
+
 def test_missing_daemon_or_image_is_an_environment_error(daemon):
     with pytest.raises(SandboxError, match="no Docker daemon"):
         get_backend("docker", base_url="unix:///nonexistent/docker.sock")
