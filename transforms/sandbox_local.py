@@ -61,6 +61,25 @@ def decode_status(status: bytes) -> int | None:
     return None
 
 
+def reap_init(status_fd: int) -> bool:
+    """Wait until the sandbox's init (bwrap's pid 1, our orphan once the outer bwrap has exited)
+    is gone, and with it every process of the run: bwrap reports the exit code before its pid
+    namespace is empty, and the run's uid must not be leased again before. Reaping it also keeps
+    its zombie from counting against that uid's process limit. False where it is not ours to
+    reap (no subreaper here), so that the caller looks for what is left the slow way."""
+    os.lseek(status_fd, 0, os.SEEK_SET)
+    status = os.read(status_fd, 65536).decode(errors="replace")
+    pid = next((json.loads(line)["child-pid"] for line in status.splitlines()
+                if line.startswith("{") and '"child-pid"' in line), None)
+    try:
+        if pid is not None:
+            os.waitpid(pid, 0)
+            return True
+    except ChildProcessError:
+        pass
+    return False
+
+
 @register_backend("local")
 class LocalBackend(SubprocessBackend):
     """bubblewrap-isolated runs; thread-safe. `warm=False` forces a cold bwrap per run."""
@@ -106,9 +125,11 @@ class LocalBackend(SubprocessBackend):
             argv = bwrap_argv(self._bwrap, request.limits, binds=binds, setup=setup,
                               status_fd=status_fd, seccomp_fd=seccomp_fd) + command
             outcome = supervise(limited(argv, request.limits, uid, self._tools, _EXTRA_PROCS),
-                                request, uid, "/", {"PATH": "/usr/bin:/bin"}, pass_fds=fds)
+                                request, uid, "/", {"PATH": "/usr/bin:/bin"}, pass_fds=fds,
+                                contained=lambda: reap_init(status_fd))
             os.lseek(status_fd, 0, os.SEEK_SET)
-            code = decode_status(os.read(status_fd, 65536))
+            status = os.read(status_fd, 65536)
+            code = decode_status(status)
         finally:
             for fd in fds:
                 os.close(fd)

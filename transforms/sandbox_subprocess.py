@@ -143,12 +143,12 @@ def kill_run(pgid: int, uid: int | None) -> None:
             return
 
 
-def _communicate(proc: subprocess.Popen, limits: Limits, deadline: float, kill):
+def _communicate(proc: subprocess.Popen, limits: Limits, deadline: float, kill, contained):
     """Collect capped stdout and stderr until the leader exited and both pipes closed, or a limit.
 
     Returns (stdout, stderr, reason), reason None, "timeout" or "output". When the leader exits,
     `kill()` ends what it left behind, so a background child holding the pipes open cannot stretch
-    the run to its timeout.
+    the run to its timeout; unless the run is `contained` (see supervise).
     """
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     reason = None
@@ -175,12 +175,14 @@ def _communicate(proc: subprocess.Popen, limits: Limits, deadline: float, kill):
                 for key, _ in sel.select(remaining):
                     if key.fd == pidfd:
                         sel.unregister(pidfd)
-                        kill()
+                        if contained is None:
+                            kill()
                     elif not read(key.fd):
                         sel.unregister(key.fd)
     finally:
         os.close(pidfd)
-    kill()  # nothing of the run may still write; then take what is left in the pipes
+    if reason is not None or contained is None:
+        kill()  # nothing of the run may still write; then take what is left in the pipes
     for fd, buf in bufs.items():
         os.set_blocking(fd, False)
         with contextlib.suppress(BlockingIOError):
@@ -203,9 +205,14 @@ class Outcome:
 
 
 def supervise(argv: list[str], request: ExecRequest, uid: int | None, cwd: str, env: dict,
-              pass_fds=()) -> Outcome:
+              pass_fds=(), contained=None) -> Outcome:
     """Run `argv` as a new session, feed it stdin, enforce the wall deadline and output caps,
-    kill whatever it left, and reap it; a spawn failure is a SandboxError."""
+    kill whatever it left, and reap it; a spawn failure is a SandboxError.
+
+    `contained`: for a run in a pid namespace of its own (bwrap), a function that, once the
+    leader has exited by itself, waits until every process of the run is gone and says True;
+    then the scan of /proc for leftovers (~3 ms with a hundred processes on the host) is
+    skipped. After our own kill (timeout, output cap), or when it says False, the scan runs."""
     limits = request.limits
     with tempfile.TemporaryFile() as stdin:  # a file, not a pipe: no writer to keep alive
         stdin.write(request.stdin.encode())
@@ -217,12 +224,17 @@ def supervise(argv: list[str], request: ExecRequest, uid: int | None, cwd: str, 
                                     pass_fds=pass_fds)
         except (OSError, subprocess.SubprocessError) as e:
             raise SandboxError(f"cannot start {argv[0]!r}: {e}") from e
-    kill_once = functools.cache(lambda: kill_run(proc.pid, uid))
+    kill_once, reason = functools.cache(lambda: kill_run(proc.pid, uid)), None
     with proc:  # closes the pipes
         try:
-            out, err, reason = _communicate(proc, limits, start + limits.timeout_s, kill_once)
+            out, err, reason = _communicate(proc, limits, start + limits.timeout_s, kill_once,
+                                            contained)
+        except BaseException:
+            kill_once()
+            raise
         finally:
-            kill_once()  # kill the group before reaping its leader, whose pid names the group
+            if contained is None or reason is not None or not contained():
+                kill_once()  # kill the group before reaping its leader, whose pid names the group
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
     if reason == "timeout" and proc.returncode != -signal.SIGKILL:
