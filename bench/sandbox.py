@@ -1,6 +1,6 @@
 """Sandbox throughput: attempts/s per backend, side by side with a bare `subprocess` Python.
 
-    python bench/sandbox.py [--attempts 60] [--docker] [--docker-host unix:///path/docker.sock]
+    python bench/sandbox.py [--attempts 60] [--rounds 5] [--docker] [--docker-host unix:///path/docker.sock]
 
 Two tasks: `print(1)`, and a small test-running task (a solution and three unittest cases, run
 with `python -m unittest`). Backends: bare subprocess (no isolation at all: the baseline), `local`
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -80,14 +81,17 @@ def rate(backend, request: ExecRequest, attempts: int, workers: int) -> tuple[fl
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--attempts", type=int, default=60)
+    p.add_argument("--attempts", type=int, default=60, help="per backend, task and worker count")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="the attempts are split into rounds that visit every backend in turn; "
+                        "each figure is the median over rounds (a noisy machine then moves all "
+                        "backends alike)")
     p.add_argument("--docker", action="store_true", help="also bench the docker backend")
     p.add_argument("--docker-host", default=None)
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    backends = [("bare subprocess", BareSubprocess, args.attempts),
-                ("local cold", lambda: get_backend("local", warm=False), args.attempts),
-                ("local warm pool", lambda: get_backend("local"), args.attempts)]
+    makers = [("bare subprocess", BareSubprocess, 1), ("local cold", lambda: get_backend("local", warm=False), 1),
+              ("local warm pool", lambda: get_backend("local"), 1)]
     daemon = None
     if args.docker:
         url = args.docker_host
@@ -96,31 +100,40 @@ def main() -> None:
             daemon = PrivateDockerd.start(tempfile.mkdtemp(prefix="flywheel-bench-dockerd-"))
             url = daemon.url
             daemon.backend().close()  # builds the image when missing
-        backends.append(("docker", lambda: get_backend("docker", base_url=url), max(args.attempts // 4, 8)))
+        makers.append(("docker", lambda: get_backend("docker", base_url=url), 4))  # 1/4 the attempts
         if daemon is not None and daemon.runtimes:
-            backends.append(("docker runsc", lambda: get_backend("docker", base_url=url, runtime="runsc"),
-                             max(args.attempts // 4, 8)))
-    table = Table("backend", *[f"{t} /s" for t in TASKS], *[f"{t} x bare" for t in TASKS],
-                  "print(1) /s, 2 workers", "2 workers / 1", "CPU ms/attempt, 1 worker",
-                  "CPU ms/attempt, 2 workers", title=f"sandbox attempts/s ({os.cpu_count()} cores)")
-    bare = {}
+            makers.append(("docker runsc", lambda: get_backend("docker", base_url=url, runtime="runsc"), 4))
+    runs = [(t, 1) for t in TASKS] + [("print(1)", 2)]
+    figures: dict[tuple, list[tuple[float, float]]] = {}
+    backends = []
     try:
-        for name, make, attempts in backends:
-            backend = make()
-            try:
-                measured = {t: rate(backend, r, attempts, 1) for t, r in TASKS.items()}
-                two, cpu_two = rate(backend, TASKS["print(1)"], attempts, 2)
-            finally:
-                backend.close()
-            one = {t: per_s for t, (per_s, _) in measured.items()}
-            bare = bare or one
-            table.add_row(name, *[f"{one[t]:.1f}" for t in TASKS], *[f"{one[t] / bare[t]:.2f}x" for t in TASKS],
-                          f"{two:.1f}", f"{two / one['print(1)']:.2f}x",
-                          f"{measured['print(1)'][1]:.1f}", f"{cpu_two:.1f}")
+        for name, make, divisor in makers:
+            backends.append((name, make(), divisor))
+        for _ in range(args.rounds):
+            for name, backend, divisor in backends:
+                for task, workers in runs:
+                    attempts = max(args.attempts // args.rounds // divisor, 2 * workers)
+                    figures.setdefault((name, task, workers), []).append(
+                        rate(backend, TASKS[task], attempts, workers))
     finally:
+        for _, backend, _ in backends:
+            backend.close()
         if daemon is not None:
             daemon.stop()
-    Console(width=160).print(table)
+    med = {key: (statistics.median(r for r, _ in values), statistics.median(c for _, c in values))
+           for key, values in figures.items()}
+    table = Table("backend", *[f"{t} /s" for t in TASKS], *[f"{t} x bare" for t in TASKS],
+                  "print(1) /s, 2 workers", "2 workers / 1", "CPU ms/attempt, 1 worker",
+                  "CPU ms/attempt, 2 workers",
+                  title=f"sandbox attempts/s ({os.cpu_count()} cores, median of {args.rounds} rounds)")
+    for name, _, _ in backends:
+        one = {t: med[(name, t, 1)][0] for t in TASKS}
+        bare = {t: med[("bare subprocess", t, 1)][0] for t in TASKS}
+        two, cpu_two = med[(name, "print(1)", 2)]
+        table.add_row(name, *[f"{one[t]:.1f}" for t in TASKS], *[f"{one[t] / bare[t]:.2f}x" for t in TASKS],
+                      f"{two:.1f}", f"{two / one['print(1)']:.2f}x",
+                      f"{med[(name, 'print(1)', 1)][1]:.1f}", f"{cpu_two:.1f}")
+    Console(width=170).print(table)
 
 
 if __name__ == "__main__":
