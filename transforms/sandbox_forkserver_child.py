@@ -18,22 +18,33 @@ import types
 
 libc = ctypes.CDLL(None, use_errno=True)
 WORKDIR = "/sandbox"
-# x86_64 syscalls no task needs and sandbox escapes love: ptrace (e.g. of pid 1, whose exit status
-# is the attempt's), process_vm_*, kernel keyrings (per uid, so shared by a warm server's attempts),
-# bpf, perf_event_open, userfaultfd, io_uring, module and kexec loading.
-DENIED_SYSCALLS = (101, 310, 311, 248, 249, 250, 321, 298, 323, 425, 426, 427, 175, 313, 246, 320)
-AUDIT_ARCH_X86_64 = 0xC000003E
+# Syscalls no task needs and sandbox escapes love, per architecture: ptrace (e.g. of pid 1, whose
+# exit status is the attempt's), process_vm_readv/writev, kernel keyrings (add_key, request_key,
+# keyctl: per uid, so shared by a warm server's attempts), bpf, perf_event_open, userfaultfd,
+# io_uring (setup, enter, register), module and kexec loading (init_module, finit_module,
+# kexec_load, kexec_file_load). (audit arch, its syscall numbers in that order.)
+DENIED = {
+    "x86_64": (0xC000003E, (101, 310, 311, 248, 249, 250, 321, 298, 323, 425, 426, 427, 175, 313,
+                            246, 320)),
+    "aarch64": (0xC00000B7, (117, 270, 271, 217, 218, 219, 280, 241, 282, 425, 426, 427, 105, 273,
+                             104, 294)),
+}
 
-def seccomp_filter() -> bytes:
-    """A classic-BPF seccomp program: EPERM for DENIED_SYSCALLS, for the x32 ABI and for any
-    other architecture (int 0x80), allow the rest. Empty where this is not x86_64."""
-    if os.uname().machine != "x86_64":
+
+def seccomp_filter(machine=None) -> bytes:
+    """A classic-BPF seccomp program: EPERM for the DENIED syscalls of this machine's
+    architecture and for any other architecture (x86_64: int 0x80) or ABI (x86_64: x32), allow
+    the rest. Empty on an architecture without a list (no filter: the namespaces still hold)."""
+    machine = machine or os.uname().machine
+    if machine not in DENIED:
         return b""
+    arch, denied = DENIED[machine]
     deny, allow = 0x00050000 | 1, 0x7FFF0000  # SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW
-    n = len(DENIED_SYSCALLS)
-    prog = [(0x20, 0, 0, 4), (0x15, 0, n + 3, AUDIT_ARCH_X86_64),  # ld arch; jne -> deny
-            (0x20, 0, 0, 0), (0x35, n + 1, 0, 0x40000000)]  # ld nr; jge x32 bit -> deny
-    prog += [(0x15, n - i, 0, nr) for i, nr in enumerate(DENIED_SYSCALLS)]  # jeq nr -> deny
+    n, x32 = len(denied), machine == "x86_64"
+    prog = [(0x20, 0, 0, 4), (0x15, 0, n + 2 + x32, arch), (0x20, 0, 0, 0)]  # ld arch; jne deny; ld nr
+    if x32:
+        prog += [(0x35, n + 1, 0, 0x40000000)]  # jge x32 bit -> deny
+    prog += [(0x15, n - i, 0, nr) for i, nr in enumerate(denied)]  # jeq nr -> deny
     prog += [(0x06, 0, 0, allow), (0x06, 0, 0, deny)]
     return b"".join(struct.pack("HBBI", *insn) for insn in prog)
 
