@@ -10,16 +10,20 @@ one worker, the ratio to bare subprocess, attempts/s with 2 concurrent workers, 
 the whole machine spent per `print(1)` attempt (all processes and kernel threads, from
 /proc/stat) with 1 and with 2 workers: where one worker already keeps more than one core busy
 (the warm pool prepares the next attempt while one runs), 2 workers cannot double on 2 cores,
-and an unchanged CPU per attempt is what says that they scale with the cores there are.
+and an unchanged CPU per attempt is what says that they scale with the cores there are. A
+second table gives that scaling directly: one worker confined to one core (with everything it
+starts) against 2 workers on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +83,10 @@ def rate(backend, request: ExecRequest, attempts: int, workers: int) -> tuple[fl
     return attempts / elapsed, 1000 * cpu / attempts
 
 
+LOCAL = {"bare subprocess": BareSubprocess, "local cold": lambda: get_backend("local", warm=False),
+         "local warm pool": lambda: get_backend("local")}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--attempts", type=int, default=60, help="per backend, task and worker count")
@@ -88,10 +96,18 @@ def main() -> None:
                         "backends alike)")
     p.add_argument("--docker", action="store_true", help="also bench the docker backend")
     p.add_argument("--docker-host", default=None)
+    p.add_argument("--one-core", default=None, help=argparse.SUPPRESS)  # internal: see one_core_rate
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    makers = [("bare subprocess", BareSubprocess, 1), ("local cold", lambda: get_backend("local", warm=False), 1),
-              ("local warm pool", lambda: get_backend("local"), 1)]
+    if args.one_core:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # inherited by all it starts
+        backend = LOCAL[args.one_core]()
+        try:
+            print(json.dumps(rate(backend, TASKS["print(1)"], args.attempts, 1)[0]))
+        finally:
+            backend.close()
+        return
+    makers = [(name, make, 1) for name, make in LOCAL.items()]
     daemon = None
     if args.docker:
         url = args.docker_host
@@ -104,6 +120,7 @@ def main() -> None:
         if daemon is not None and daemon.runtimes:
             makers.append(("docker runsc", lambda: get_backend("docker", base_url=url, runtime="runsc"), 4))
     runs = [(t, 1) for t in TASKS] + [("print(1)", 2)]
+    scale = len(os.sched_getaffinity(0)) >= 2
     figures: dict[tuple, list[tuple[float, float]]] = {}
     backends = []
     try:
@@ -115,6 +132,9 @@ def main() -> None:
                     attempts = max(args.attempts // args.rounds // divisor, 2 * workers)
                     figures.setdefault((name, task, workers), []).append(
                         rate(backend, TASKS[task], attempts, workers))
+                if name in LOCAL and scale:
+                    figures.setdefault((name, "one core"), []).append(
+                        (one_core_rate(name, max(args.attempts // args.rounds, 2)), 0.0))
     finally:
         for _, backend, _ in backends:
             backend.close()
@@ -134,6 +154,21 @@ def main() -> None:
                       f"{two:.1f}", f"{two / one['print(1)']:.2f}x",
                       f"{med[(name, 'print(1)', 1)][1]:.1f}", f"{cpu_two:.1f}")
     Console(width=170).print(table)
+    if scale:
+        scaling = Table("backend", "print(1) /s, 1 worker on 1 core", "print(1) /s, 2 workers on 2 cores",
+                        "ratio", title="scaling: a core per worker (medians over the same rounds)")
+        for name in LOCAL:
+            alone, two = med[(name, "one core")][0], med[(name, "print(1)", 2)][0]
+            scaling.add_row(name, f"{alone:.1f}", f"{two:.1f}", f"{two / alone:.2f}x")
+        Console(width=170).print(scaling)
+
+
+def one_core_rate(name: str, attempts: int) -> float:
+    """print(1) attempts/s of one worker confined, with everything it starts, to one core (a
+    process of its own, so the confinement reaches the warm pool's servers too)."""
+    out = subprocess.run([sys.executable, __file__, "--one-core", name, "--attempts", str(attempts)],
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
