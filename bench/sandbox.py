@@ -11,14 +11,13 @@ the whole machine spent per `print(1)` attempt (all processes and kernel threads
 /proc/stat) with 1 and with 2 workers: where one worker already keeps more than one core busy
 (the warm pool prepares the next attempt while one runs), 2 workers cannot double on 2 cores,
 and an unchanged CPU per attempt is what says that they scale with the cores there are. A
-second table gives that scaling directly: one worker confined to one core (with everything it
-starts) against 2 workers on 2 cores.
+second table gives that scaling directly: one worker process confined to one core (with all it
+starts) against 2 worker processes with a core each, as Beam runs its worker processes.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -96,14 +95,21 @@ def main() -> None:
                         "backends alike)")
     p.add_argument("--docker", action="store_true", help="also bench the docker backend")
     p.add_argument("--docker-host", default=None)
-    p.add_argument("--one-core", default=None, help=argparse.SUPPRESS)  # internal: see one_core_rate
+    p.add_argument("--one-core", default=None, help=argparse.SUPPRESS)  # internal: see pinned_rate
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    if args.one_core:
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # inherited by all it starts
-        backend = LOCAL[args.one_core]()
+    if args.one_core:  # a pinned worker process: see pinned_rate
+        name, core = args.one_core.rsplit(":", 1)
+        os.sched_setaffinity(0, {int(core)})  # inherited by all it starts (the pool's servers too)
+        backend = LOCAL[name]()
         try:
-            print(json.dumps(rate(backend, TASKS["print(1)"], args.attempts, 1)[0]))
+            for _ in range(3):
+                backend.run(TASKS["print(1)"])
+            print("ready", flush=True)
+            sys.stdin.readline()
+            for _ in range(args.attempts):
+                backend.run(TASKS["print(1)"])
+            print("done", flush=True)
         finally:
             backend.close()
         return
@@ -120,7 +126,8 @@ def main() -> None:
         if daemon is not None and daemon.runtimes:
             makers.append(("docker runsc", lambda: get_backend("docker", base_url=url, runtime="runsc"), 4))
     runs = [(t, 1) for t in TASKS] + [("print(1)", 2)]
-    scale = len(os.sched_getaffinity(0)) >= 2
+    cpus = sorted(os.sched_getaffinity(0))
+    scale = len(cpus) >= 2
     figures: dict[tuple, list[tuple[float, float]]] = {}
     backends = []
     try:
@@ -133,8 +140,9 @@ def main() -> None:
                     figures.setdefault((name, task, workers), []).append(
                         rate(backend, TASKS[task], attempts, workers))
                 if name in LOCAL and scale:
-                    figures.setdefault((name, "one core"), []).append(
-                        (one_core_rate(name, max(args.attempts // args.rounds, 2)), 0.0))
+                    for cores in (cpus[:1], cpus[:2]):  # whole processes: long enough to even out
+                        figures.setdefault((name, "pinned", len(cores)), []).append(
+                            (pinned_rate(name, cores, max(args.attempts // 2, 2)), 0.0))
     finally:
         for _, backend, _ in backends:
             backend.close()
@@ -155,20 +163,36 @@ def main() -> None:
                       f"{med[(name, 'print(1)', 1)][1]:.1f}", f"{cpu_two:.1f}")
     Console(width=170).print(table)
     if scale:
-        scaling = Table("backend", "print(1) /s, 1 worker on 1 core", "print(1) /s, 2 workers on 2 cores",
-                        "ratio", title="scaling: a core per worker (medians over the same rounds)")
+        scaling = Table("backend", "print(1) /s, 1 worker process on 1 core",
+                        "print(1) /s, 2 worker processes, a core each", "ratio",
+                        title="scaling: a core per worker process (medians over the same rounds)")
         for name in LOCAL:
-            alone, two = med[(name, "one core")][0], med[(name, "print(1)", 2)][0]
-            scaling.add_row(name, f"{alone:.1f}", f"{two:.1f}", f"{two / alone:.2f}x")
+            one, two = med[(name, "pinned", 1)][0], med[(name, "pinned", 2)][0]
+            scaling.add_row(name, f"{one:.1f}", f"{two:.1f}", f"{two / one:.2f}x")
         Console(width=170).print(scaling)
 
 
-def one_core_rate(name: str, attempts: int) -> float:
-    """print(1) attempts/s of one worker confined, with everything it starts, to one core (a
-    process of its own, so the confinement reaches the warm pool's servers too)."""
-    out = subprocess.run([sys.executable, __file__, "--one-core", name, "--attempts", str(attempts)],
-                         capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+def pinned_rate(name: str, cores: list[int], attempts: int) -> float:
+    """print(1) attempts/s of one worker process per core in `cores`, each confined with all it
+    starts (the warm pool's servers too) to its core, started together after their warm-up: how
+    a backend scales when workers are processes with a core each (Beam's worker processes)."""
+    procs = [subprocess.Popen([sys.executable, __file__, "--one-core", f"{name}:{core}",
+                               "--attempts", str(attempts)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for core in cores]
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "ready", f"{name} worker failed to start"
+        start = time.perf_counter()
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "done", f"{name} worker failed"
+        return attempts * len(procs) / (time.perf_counter() - start)
+    finally:
+        for proc in procs:
+            proc.stdin.close()
+            proc.wait()
 
 
 if __name__ == "__main__":
