@@ -15,7 +15,8 @@ One fork per attempt: X is the code's own process, so the code runs as pid 1 of 
 like a container's command without an init (`docker run` without `--init`). As for any init,
 a signal the code sends *itself* is dropped unless it installed a handler for it (its own
 `os.kill(os.getpid(), SIGTERM)` does nothing; a fault still kills it), its orphans are
-re-parented to it, and its CPU limit is enforced with SIGKILL (SIGXCPU would be dropped). A
+re-parented to it, its CPU limit is enforced with SIGKILL (SIGXCPU would be dropped), and it
+already leads its own session (so `os.setsid()` fails, as under `start_new_session=True`). A
 second process per attempt (an init that forks the code) made every attempt ~1.6 ms slower.
 Exit status and CPU time come from the kernel (wait4), never from anything the code could write.
 
