@@ -154,9 +154,9 @@ def main() -> None:
                   "print(1) /s, 2 workers", "2 workers / 1", "CPU ms/attempt, 1 worker",
                   "CPU ms/attempt, 2 workers",
                   title=f"sandbox attempts/s ({os.cpu_count()} cores, median of {args.rounds} rounds)")
+    bare = {t: med[("bare subprocess", t, 1)][0] for t in TASKS}
     for name, _, _ in backends:
         one = {t: med[(name, t, 1)][0] for t in TASKS}
-        bare = {t: med[("bare subprocess", t, 1)][0] for t in TASKS}
         two, cpu_two = med[(name, "print(1)", 2)]
         table.add_row(name, *[f"{one[t]:.1f}" for t in TASKS], *[f"{one[t] / bare[t]:.2f}x" for t in TASKS],
                       f"{two:.1f}", f"{two / one['print(1)']:.2f}x",

@@ -48,29 +48,38 @@ def file_setup(files) -> tuple[list[str], list[int]]:
     return args, fds
 
 
+def status_field(status: bytes, key: str):
+    """The value of `key` in bwrap's JSON status (one object per line), or None."""
+    for line in status.decode(errors="replace").splitlines():
+        record = json.loads(line) if line.strip().startswith("{") else {}
+        if key in record:
+            return record[key]
+    return None
+
+
+def read_status(status_fd: int) -> bytes:
+    os.lseek(status_fd, 0, os.SEEK_SET)
+    return os.read(status_fd, 65536)
+
+
 def decode_status(status: bytes) -> int | None:
     """The command's exit code from bwrap's JSON status, None if the command never ran.
 
     bwrap reports a death by signal N as 128 + N, like a shell; we give it back Popen-style as
     -N (so a program that itself exits with 128 + N reads as killed by N)."""
-    for line in status.decode(errors="replace").splitlines():
-        with_code = json.loads(line) if line.strip().startswith("{") else {}
-        if "exit-code" in with_code:
-            code = with_code["exit-code"]
-            return -(code - 128) if 128 < code < 128 + signal.NSIG else code
-    return None
+    code = status_field(status, "exit-code")
+    if code is None:
+        return None
+    return -(code - 128) if 128 < code < 128 + signal.NSIG else code
 
 
-def reap_init(status_fd: int) -> bool:
+def reap_init(status: bytes) -> bool:
     """Wait until the sandbox's init (bwrap's pid 1, our orphan once the outer bwrap has exited)
     is gone, and with it every process of the run: bwrap reports the exit code before its pid
     namespace is empty, and the run's uid must not be leased again before. Reaping it also keeps
     its zombie from counting against that uid's process limit. False where it is not ours to
     reap (no subreaper here), so that the caller looks for what is left the slow way."""
-    os.lseek(status_fd, 0, os.SEEK_SET)
-    status = os.read(status_fd, 65536).decode(errors="replace")
-    pid = next((json.loads(line)["child-pid"] for line in status.splitlines()
-                if line.startswith("{") and '"child-pid"' in line), None)
+    pid = status_field(status, "child-pid")
     try:
         if pid is not None:
             os.waitpid(pid, 0)
@@ -126,10 +135,8 @@ class LocalBackend(SubprocessBackend):
                               status_fd=status_fd, seccomp_fd=seccomp_fd) + command
             outcome = supervise(limited(argv, request.limits, uid, self._tools, _EXTRA_PROCS),
                                 request, uid, "/", {"PATH": "/usr/bin:/bin"}, pass_fds=fds,
-                                contained=lambda: reap_init(status_fd))
-            os.lseek(status_fd, 0, os.SEEK_SET)
-            status = os.read(status_fd, 65536)
-            code = decode_status(status)
+                                contained=lambda: reap_init(read_status(status_fd)))
+            code = decode_status(read_status(status_fd))
         finally:
             for fd in fds:
                 os.close(fd)
