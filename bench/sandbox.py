@@ -31,7 +31,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from flywheel.transforms.sandbox import ExecRequest, get_backend
+from flywheel.sandbox import ExecRequest, get_backend
 
 TASKS = {
     "print(1)": ExecRequest({"main.py": "print(1)"}, ("python", "main.py")),
@@ -118,7 +118,7 @@ def main() -> None:
     if args.docker:
         url = args.docker_host
         if url is None:
-            from flywheel.transforms.sandbox_dockerd import PrivateDockerd
+            from flywheel.sandbox.dockerd import PrivateDockerd
             daemon = PrivateDockerd.start(tempfile.mkdtemp(prefix="flywheel-bench-dockerd-"))
             url = daemon.url
             daemon.backend().close()  # builds the image when missing

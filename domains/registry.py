@@ -21,7 +21,7 @@ SPLITS = ("train", "heldout")
 @dataclass(frozen=True)
 class SandboxNeeds:
     """What a domain's programs need from the sandbox. `limits` of a program spec carries the
-    time and memory limits to Execute (keys of `transforms.sandbox.Limits`)."""
+    time and memory limits to Execute (keys of `flywheel.sandbox.Limits`)."""
 
     language: str = "python"
     files: tuple[str, ...] = ()       # files every program of the domain writes

@@ -14,7 +14,7 @@ from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.filters import apply_filters
 from flywheel.transforms.generate import generate_batch
-from flywheel.transforms.sandbox import Limits, get_backend
+from flywheel.sandbox import Limits, get_backend
 from flywheel.transforms.verify import verify_attempt
 
 EXECUTE_LIMITS = Limits(timeout_s=2.0, memory_mb=256)

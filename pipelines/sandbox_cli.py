@@ -47,7 +47,7 @@ def _backend_kwargs(args) -> dict:
 
 
 def cmd_exec(args) -> int:
-    from flywheel.transforms.sandbox import ExecRequest, Limits, SandboxError, get_backend
+    from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
     code = args.file.read_text(encoding="utf-8")
     request = ExecRequest(
         files={args.file.name: code}, command=("python", args.file.name, *args.args),
@@ -66,8 +66,8 @@ def cmd_exec(args) -> int:
 def cmd_build_image(args) -> int:
     import docker
 
-    from flywheel.transforms.sandbox import SandboxError
-    from flywheel.transforms.sandbox_docker_image import IMAGE, build_image
+    from flywheel.sandbox import SandboxError
+    from flywheel.sandbox.docker_image import IMAGE, build_image
     try:
         client = docker.DockerClient(base_url=args.docker_host, version="auto") if args.docker_host \
             else docker.from_env(version="auto")

@@ -40,7 +40,7 @@ def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "l
     """Yield one output line per response, in order."""
     from flywheel.transforms.execute import execute_batch
     from flywheel.transforms.filters import apply_filters
-    from flywheel.transforms.sandbox import Limits, get_backend
+    from flywheel.sandbox import Limits, get_backend
     from flywheel.transforms.verify import verify_attempt
     by_id = {t["task_id"]: t for t in tasks}
     limits = Limits(**EXECUTE_LIMITS)

@@ -16,7 +16,7 @@ import apache_beam as beam
 
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
-from flywheel.transforms.sandbox import ExecRequest, Limits, SandboxError, get_backend
+from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
 
 
 def _run_one(attempt: dict, backend, limits: Limits, retries: int, backoff_s: float):

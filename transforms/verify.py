@@ -6,7 +6,7 @@ import apache_beam as beam
 
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
-from flywheel.transforms.verifiers import Verdict, get_verifier
+from flywheel.verifiers import Verdict, get_verifier
 
 
 def verify_attempt(attempt: dict) -> tuple[dict, dict | None]:

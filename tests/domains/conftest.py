@@ -4,8 +4,8 @@ program in it with the program's own limits, then the domain's verifier (no mock
 import pytest
 
 from flywheel.domains.registry import get_domain
-from flywheel.transforms.sandbox import ExecRequest, Limits, get_backend
-from flywheel.transforms.verifiers import get_verifier
+from flywheel.sandbox import ExecRequest, Limits, get_backend
+from flywheel.verifiers import get_verifier
 
 
 @pytest.fixture(scope="module")

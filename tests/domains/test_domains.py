@@ -5,9 +5,9 @@ import random
 import pytest
 
 from flywheel.domains.registry import DEFAULT_DOMAINS, all_domains, get_domain, register_domain, Domain
-from flywheel.transforms.sandbox import get_backend
-from flywheel.transforms.verifiers import get_verifier
-from flywheel.transforms.sandbox import ExecRequest
+from flywheel.sandbox import get_backend
+from flywheel.verifiers import get_verifier
+from flywheel.sandbox import ExecRequest
 
 
 def test_registry_has_the_defaults_and_rejects_unknown_names():

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from flywheel.domains.registry import get_domain
-from flywheel.transforms.verifiers import get_verifier
-from flywheel.transforms.verifiers.math_answer import extract_answer, parse_answer
+from flywheel.verifiers import get_verifier
+from flywheel.verifiers.math_answer import extract_answer, parse_answer
 
 V = get_verifier("math_answer")
 HALF = {"task_id": "m", "answer": "1/2"}

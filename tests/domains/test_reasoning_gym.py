@@ -9,7 +9,7 @@ import pytest
 
 from flywheel.domains.registry import all_domains, get_domain
 from flywheel.domains.rg import DATASETS
-from flywheel.transforms.verifiers import get_verifier
+from flywheel.verifiers import get_verifier
 
 reasoning_gym = pytest.importorskip("reasoning_gym")
 V = get_verifier("reasoning_gym")

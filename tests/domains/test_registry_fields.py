@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 
 from flywheel.domains.registry import DEFAULT_DOMAINS, SandboxNeeds, all_domains, get_domain, prepare_task
-from flywheel.transforms.sandbox import Limits
-from flywheel.transforms.verifiers import available_verifiers
+from flywheel.sandbox import Limits
+from flywheel.verifiers import available_verifiers
 
 
 @pytest.mark.parametrize("name", DEFAULT_DOMAINS)

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from flywheel.domains.registry import get_domain
-from flywheel.transforms.verifiers import get_verifier
+from flywheel.verifiers import get_verifier
 
 V = get_verifier("structured")
 INVOICE = get_domain("extract_invoice").make_task("train", 0, 0)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from flywheel.transforms.sandbox import ExecRequest, get_backend
-from flywheel.transforms.verifiers import get_verifier, register_verifier
+from flywheel.sandbox import ExecRequest, get_backend
+from flywheel.verifiers import get_verifier, register_verifier
 
 ADD = {"task_id": "t", "answer": "42"}
 EXPR = {"task_id": "e", "answer": "14", "prompt": "expr 14:"}

@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
-from flywheel.transforms.sandbox import Limits, SandboxBackend, SandboxError, get_backend, register_backend
+from flywheel.sandbox import Limits, SandboxBackend, SandboxError, get_backend, register_backend
 
 
 def attempts(responses):

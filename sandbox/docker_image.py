@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tarfile
 
-from flywheel.transforms.sandbox import SandboxError
+from flywheel.sandbox.contract import SandboxError
 
 IMAGE = "flywheel-sandbox:latest"
 _SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", "__pycache__"}

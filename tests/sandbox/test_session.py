@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from flywheel.transforms.sandbox import SandboxError, get_backend
-from flywheel.transforms.sandbox_session import SandboxSession
+from flywheel.sandbox import SandboxError, get_backend
+from flywheel.sandbox.session import SandboxSession
 
 TASK = {"solution.py": "def add(a, b):\n    return a - b\n",
         "test_solution.py": "import unittest\nfrom solution import add\n\n"

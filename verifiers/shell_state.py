@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from flywheel.domains.shell_state import script_of
-from flywheel.transforms.verifiers import Verdict, register_verifier
-from flywheel.transforms.verifiers.hacks import shell_flags
-from flywheel.transforms.verifiers.scoring import harness_report, score_cases
+from flywheel.verifiers import Verdict, register_verifier
+from flywheel.verifiers.hacks import shell_flags
+from flywheel.verifiers.scoring import harness_report, score_cases
 
 MARKER = "FLYWHEEL-SHELL "
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flywheel.transforms.verifiers import Verdict
+from flywheel.verifiers import Verdict
 
 
 def harness_report(execution: Any, marker: str) -> tuple[dict | None, str, list[str]]:

@@ -1,7 +1,7 @@
 """The warm pool's server: runs INSIDE a bwrap sandbox, one isolated process per attempt.
 
 Standard library only: it runs on the sandbox's interpreter, where flywheel is not installed.
-    python3 -I /flywheel/sandbox_forkserver.py '{"preload": ["json", ...]}'
+    python3 -I /flywheel/forkserver.py '{"preload": ["json", ...]}'
 Frames on fds 0 (requests) and 1 (replies): 4-byte big-endian length, then JSON.
 
 Each attempt is made ready *before* its request arrives, while the previous one runs (a
@@ -39,7 +39,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I left our own dir out
-from sandbox_forkserver_child import be_code, check, drop_capabilities  # noqa: E402
+from forkserver_child import be_code, check, drop_capabilities  # noqa: E402
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc_gil = ctypes.PyDLL(None, use_errno=True)  # clone must not release the GIL (as os.fork)
@@ -222,7 +222,7 @@ def parse_error(data):
 
 
 def main():
-    from sandbox_forkserver_files import session_op
+    from forkserver_files import session_op
     config = json.loads(sys.argv[1])
     sys.dont_write_bytecode = True  # a session's stale .pyc (same size, same second) would win
     loaded = []

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from flywheel.transforms.sandbox import (
+from flywheel.sandbox import (
     ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, available_backends, get_backend,
     register_backend)
 

@@ -16,11 +16,11 @@ import os
 import signal
 from pathlib import PurePosixPath
 
-from flywheel.transforms.sandbox import ExecRequest, ExecResult, SandboxError, register_backend
-from flywheel.transforms.sandbox_bwrap import (
+from flywheel.sandbox.contract import ExecRequest, ExecResult, SandboxError, register_backend
+from flywheel.sandbox.bwrap import (
     NO_NAMESPACES, WORKDIR, bwrap_argv, find_bwrap, interpreter_binds)
-from flywheel.transforms.sandbox_forkserver_child import seccomp_filter
-from flywheel.transforms.sandbox_subprocess import (
+from flywheel.sandbox.forkserver_child import seccomp_filter
+from flywheel.sandbox.supervise import (
     SubprocessBackend, limited, result, supervise)
 
 _EXTRA_PROCS = 2  # bwrap outside the namespaces, and bwrap as pid 1 inside
@@ -99,7 +99,7 @@ class LocalBackend(SubprocessBackend):
         self._pool, self._python = None, None
         super().__init__(uid_pool, candidates)
         if warm:
-            from flywheel.transforms.sandbox_pool import WarmPool
+            from flywheel.sandbox.pool import WarmPool
             self._pool = WarmPool.try_start(self._bwrap, self._python, self._tools, self._uids,
                                             preload=preload, size=pool_size)
 
@@ -147,7 +147,7 @@ class LocalBackend(SubprocessBackend):
 
     def start_server(self, disk_mb: int):
         """A dedicated fork server on this backend's bwrap, interpreter and uids (a session's)."""
-        from flywheel.transforms.sandbox_pool import PRELOAD, ForkServer
+        from flywheel.sandbox.pool import PRELOAD, ForkServer
         return ForkServer(self._bwrap, self._python, self._tools, self._uids, list(PRELOAD), disk_mb)
 
     def close(self) -> None:

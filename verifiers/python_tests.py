@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from flywheel.domains.python_tests import solution_source, test_plan
-from flywheel.transforms.verifiers import Verdict, register_verifier
-from flywheel.transforms.verifiers.hacks import echoes_examples, python_flags
-from flywheel.transforms.verifiers.scoring import harness_report, score_cases
+from flywheel.verifiers import Verdict, register_verifier
+from flywheel.verifiers.hacks import echoes_examples, python_flags
+from flywheel.verifiers.scoring import harness_report, score_cases
 
 MARKER = "FLYWHEEL-PYTESTS "
 

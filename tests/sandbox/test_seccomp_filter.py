@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from flywheel.transforms.sandbox_forkserver_child import DENIED, seccomp_filter
+from flywheel.sandbox.forkserver_child import DENIED, seccomp_filter
 
 ALLOW, EPERM = 0x7FFF0000, 0x00050001
 ALLOWED = {"x86_64": (0, 1, 56, 57, 59, 231, 257, 435), "aarch64": (56, 63, 64, 93, 94, 220, 221, 435)}

@@ -15,7 +15,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from flywheel.transforms.sandbox import Limits, SandboxError
+from flywheel.sandbox.contract import Limits, SandboxError
 
 WORKDIR = "/sandbox"
 SANDBOX_UID = 65534

@@ -24,12 +24,12 @@ import time
 import weakref
 from pathlib import PurePosixPath
 
-from flywheel.transforms.sandbox import (
+from flywheel.sandbox.contract import (
     ExecRequest, ExecResult, SandboxBackend, SandboxError, register_backend)
-from flywheel.transforms.sandbox_bwrap import ENV, WORKDIR
-from flywheel.transforms.sandbox_docker_image import IMAGE
-from flywheel.transforms.sandbox_local import decode_status
-from flywheel.transforms.sandbox_subprocess import cpu_seconds, kill_reason
+from flywheel.sandbox.bwrap import ENV, WORKDIR
+from flywheel.sandbox.docker_image import IMAGE
+from flywheel.sandbox.local import decode_status
+from flywheel.sandbox.supervise import cpu_seconds, kill_reason
 
 CPU_MARK = "\n@flywheel-cpu@\n"
 _ENTRY = ('cp -R /task/files/. /sandbox/ && { "$@" < /task/stdin; rc=$?; '

@@ -14,8 +14,8 @@ from functools import lru_cache
 from typing import Any
 
 from flywheel.domains.sql_query import is_ordered
-from flywheel.transforms.verifiers import Verdict, register_verifier
-from flywheel.transforms.verifiers.scoring import harness_report, score_cases
+from flywheel.verifiers import Verdict, register_verifier
+from flywheel.verifiers.scoring import harness_report, score_cases
 
 MARKER = "FLYWHEEL-SQL "
 

@@ -19,8 +19,8 @@ import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 
-from flywheel.transforms.sandbox import ExecRequest, ExecResult, Limits, SandboxError
-from flywheel.transforms.sandbox_pool import to_result
+from flywheel.sandbox.contract import ExecRequest, ExecResult, Limits, SandboxError
+from flywheel.sandbox.pool import to_result
 
 
 class SandboxSession:

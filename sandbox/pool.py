@@ -1,7 +1,7 @@
 """The warm pool: long-lived sandboxed interpreters that fork one isolated child per attempt.
 
 A cold `local` run pays for bwrap and a Python start-up (and the imports) every time; a pool
-server pays them once, preloads what tasks import, and then forks (sandbox_forkserver.py). Each
+server pays them once, preloads what tasks import, and then forks (forkserver.py). Each
 server is its own bwrap sandbox with its own leased host uid and runs one attempt at a time, so
 the process limit of one attempt is not shared with another; attempts get fresh namespaces of
 their own inside it (nothing one writes or leaves running is visible to the next).
@@ -25,13 +25,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from flywheel.transforms.sandbox import ExecRequest, ExecResult, Limits, SandboxError
-from flywheel.transforms.sandbox_bwrap import bwrap_argv, interpreter_binds
-from flywheel.transforms.sandbox_subprocess import Outcome, cpu_seconds, kill_run, result, which
+from flywheel.sandbox.contract import ExecRequest, ExecResult, Limits, SandboxError
+from flywheel.sandbox.bwrap import bwrap_argv, interpreter_binds
+from flywheel.sandbox.supervise import Outcome, cpu_seconds, kill_run, result, which
 
 SERVER_FILES = [Path(__file__).with_name(name)  # what runs inside the server's sandbox
-                for name in ("sandbox_forkserver.py", "sandbox_forkserver_child.py",
-                             "sandbox_forkserver_files.py")]
+                for name in ("forkserver.py", "forkserver_child.py",
+                             "forkserver_files.py")]
 # Imported once per server so that attempts find them loaded: what test-running tasks use.
 PRELOAD = ("json", "re", "math", "collections", "itertools", "functools", "random", "string",
            "typing", "dataclasses", "unittest", "doctest", "heapq", "bisect", "fractions",
@@ -59,7 +59,7 @@ class ForkServer:
         self.log = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen(
-                [*drop, "--", *argv, python, "-I", "/flywheel/sandbox_forkserver.py",
+                [*drop, "--", *argv, python, "-I", "/flywheel/forkserver.py",
                  json.dumps({"preload": preload})],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd="/",
                 env={"PATH": "/usr/bin:/bin"}, start_new_session=True, pass_fds=sources)

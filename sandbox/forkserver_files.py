@@ -1,6 +1,6 @@
 """A session's file operations, done by the warm server itself between turns (nothing runs then).
 
-Shipped into the sandbox beside sandbox_forkserver.py; standard library only. Snapshots live in
+Shipped into the sandbox beside forkserver.py; standard library only. Snapshots live in
 the server's memory, out of the code's reach. Paths are resolved without trusting what the code
 left in the work dir: symlinks are never followed out of it, FIFOs and devices never opened.
 """

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from flywheel.pipelines import sandbox_cli
-from flywheel.transforms.sandbox import ExecRequest, Limits, SandboxError, get_backend
+from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
 
 
 @pytest.fixture

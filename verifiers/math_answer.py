@@ -14,7 +14,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from flywheel.transforms.verifiers import Verdict, register_verifier
+from flywheel.verifiers import Verdict, register_verifier
 
 _NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
 _ANSWER_LINE = re.compile(r"(?:final answer|answer)\s*(?:is|:|=)\s*:?\s*(.+)|^####\s*(.+)", re.I | re.M)

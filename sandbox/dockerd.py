@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from flywheel.transforms.sandbox import SandboxError
+from flywheel.sandbox.contract import SandboxError
 
 
 class PrivateDockerd:
@@ -68,8 +68,8 @@ class PrivateDockerd:
 
     def backend(self, runtime: str | None = None, **kwargs):
         """A `docker` backend on this daemon, building its image first if needed."""
-        from flywheel.transforms.sandbox_docker import DockerBackend
-        from flywheel.transforms.sandbox_docker_image import IMAGE, build_image
+        from flywheel.sandbox.docker import DockerBackend
+        from flywheel.sandbox.docker_image import IMAGE, build_image
         if runtime is not None and runtime not in self.runtimes:
             raise SandboxError(f"runtime {runtime!r} is not installed (Debian: apt-get install runsc)")
         client = self.client()

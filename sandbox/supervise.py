@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from flywheel.transforms.sandbox import (
+from flywheel.sandbox.contract import (
     ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, register_backend)
 
 _CHUNK = 65536

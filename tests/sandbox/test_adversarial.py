@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.transforms.sandbox import ExecRequest, Limits, SandboxError, get_backend
+from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
 
 PROJECT_FILE = Path(__file__).resolve().parents[2] / "pyproject.toml"
 HOST_SECRET = "hunter2-host-secret"

@@ -15,7 +15,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from flywheel.transforms.verifiers import Verdict, register_verifier
+from flywheel.verifiers import Verdict, register_verifier
 
 _BLOCK = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.S | re.I)
 MAX_CHARS = 100_000

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from flywheel.domains.rg import RG_SEED, dataset
-from flywheel.transforms.verifiers import Verdict, register_verifier
+from flywheel.verifiers import Verdict, register_verifier
 
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 # Scorers that call eval(answer) / sympy parse_expr(answer) (reasoning-gym 0.1.25).

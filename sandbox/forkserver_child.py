@@ -1,6 +1,6 @@
 """The warm pool's attempt process (X): limits, seccomp, and `python -I ARGV` in a warm interpreter.
 
-Shipped into the sandbox beside sandbox_forkserver.py; standard library only, and importable on
+Shipped into the sandbox beside forkserver.py; standard library only, and importable on
 the host without side effects (the `local` backend's cold runs use the same seccomp filter).
 """
 

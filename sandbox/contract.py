@@ -107,9 +107,9 @@ class SandboxBackend(abc.ABC):
 
 _BACKENDS: dict[str, type[SandboxBackend]] = {}
 # Built-in backends, imported on first request so that no caller imports a module for its effect.
-_BUILTIN_MODULES = {"local": "flywheel.transforms.sandbox_local",
-                    "unsafe-subprocess": "flywheel.transforms.sandbox_subprocess",
-                    "docker": "flywheel.transforms.sandbox_docker"}
+_BUILTIN_MODULES = {"local": "flywheel.sandbox.local",
+                    "unsafe-subprocess": "flywheel.sandbox.supervise",
+                    "docker": "flywheel.sandbox.docker"}
 
 
 def register_backend(name: str):
