@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
-TABLE_NAMES = ("trajectories", "errors", "metrics")
+from flywheel.schemas import TABLES
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class RunLayout:
 
     def delete_iteration(self, iteration: int) -> None:
         """Remove everything an incomplete iteration may have written, so a rerun duplicates nothing."""
-        paths = [self.table_dir(t, iteration) for t in TABLE_NAMES]
+        paths = [self.table_dir(t, iteration) for t in TABLES]
         paths += [self.checkpoint(iteration), self.join("iterations", str(iteration))]
         for path in paths:
             if FileSystems.exists(path):

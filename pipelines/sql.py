@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import duckdb
 
-from flywheel.pipelines.layout import TABLE_NAMES
-from flywheel.pipelines.tables_read import table_dataset
+from flywheel.pipelines.layout import RunLayout
+from flywheel.schemas import TABLES, table_dataset
 
 
 def connect(run_dir: str) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection where `trajectories`, `errors` and `metrics` are views of the run."""
-    con = duckdb.connect()
-    for table in TABLE_NAMES:
-        con.register(f"_{table}_dataset", table_dataset(run_dir, table))
+    con, layout = duckdb.connect(), RunLayout(run_dir)
+    for table in TABLES:
+        con.register(f"_{table}_dataset", table_dataset(layout.table_dir(table), table))
         con.execute(f"CREATE VIEW {table} AS SELECT * FROM _{table}_dataset")
     return con
 

@@ -15,7 +15,7 @@ import torch
 
 from flywheel.trainer.model import PolicyConfig, TinyPolicy
 from flywheel.trainer.tokens import TOKENIZER_SPEC
-from flywheel.trainer.uris import resolve_uri
+from flywheel.schemas.uris import resolve_uri
 
 
 @dataclass

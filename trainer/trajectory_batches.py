@@ -12,7 +12,7 @@ import torch
 from flywheel.schemas import PARTITION_COLUMNS, TRAJECTORIES
 from flywheel.schemas.validation import check_table_versions
 from flywheel.trainer.tokens import PAD
-from flywheel.trainer.uris import resolve_uri
+from flywheel.schemas.uris import resolve_uri
 
 TRAIN_COLUMNS = [
     "prompt_token_ids",

@@ -1,0 +1,78 @@
+"""The one reader of Flywheel's Hive-partitioned Parquet tables, local or on any pyarrow URI.
+
+    read_table("runs/r/tables/metrics", "metrics")                       # the whole table
+    read_table("gs://b/r/tables/trajectories/iteration=3", "trajectories",  # one partition
+               columns=["task_id", "domain", "advantage"])
+
+The URI names a table's folder or any partition folder below it; partition keys (`iteration`,
+`domain`) come from the path, also those above the folder read, typed as in the logical schema.
+Before any row is read, every file's schema major version is checked (`check_file_version`), so a
+table written by an incompatible Flywheel fails naming the file instead of with a type error.
+The trainer, `flywheel sql` and the reports all read through here.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from flywheel.schemas.tables import PARTITION_COLUMNS, TABLES
+from flywheel.schemas.uris import resolve_uri
+from flywheel.schemas.validation import check_file_metadata, check_version
+
+
+def table_dataset(uri: str, table: str, missing_ok: bool = True) -> ds.Dataset:
+    """`table` under `uri` as one dataset with its logical schema.
+
+    A folder that does not exist is an empty dataset when `missing_ok`, else FileNotFoundError.
+    """
+    schema = TABLES[table]
+    fs, path = resolve_uri(uri)
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        if missing_ok:
+            return ds.dataset(schema.empty_table())
+        raise FileNotFoundError(f"no {table} table at {uri}")
+    files = [info.path for info in fs.get_file_info(pafs.FileSelector(path, recursive=True))
+             if info.type == pafs.FileType.File and info.path.endswith(".parquet")]
+    for file in files:
+        check_file_version(fs, file)
+    partitioning = ds.partitioning(
+        pa.schema([schema.field(c) for c in PARTITION_COLUMNS[table]]), flavor="hive")
+    return ds.dataset(sorted(files), format="parquet", filesystem=fs, schema=schema,
+                      partitioning=partitioning, partition_base_dir=_table_root(path))
+
+
+def read_table(uri: str, table: str, columns: list[str] | None = None, filter=None,
+               missing_ok: bool = True) -> pa.Table:
+    """Rows of `table` under `uri` (see table_dataset); unknown `columns` raise KeyError."""
+    unknown = [c for c in columns or () if c not in TABLES[table].names]
+    if unknown:
+        raise KeyError(f"columns {unknown} not in the {table} table")
+    return table_dataset(uri, table, missing_ok).to_table(columns=columns, filter=filter)
+
+
+def check_file_version(fs: pafs.FileSystem, path: str) -> None:
+    """Reject a Parquet file whose recorded schema major version is unknown.
+
+    The version is the file's `flywheel.schema_version` metadata; a file rewritten by another
+    engine that dropped the metadata is judged by its `schema_version` column instead.
+    """
+    with fs.open_input_file(path) as f:
+        parquet = pq.ParquetFile(f)
+        if b"flywheel.schema_version" in (parquet.schema_arrow.metadata or {}):
+            check_file_metadata(parquet.schema_arrow, path)
+            return
+        if "schema_version" not in parquet.schema_arrow.names:
+            check_version(None, path)
+        for version in set(parquet.read(columns=["schema_version"]).column(0).to_pylist()):
+            check_version(version, path)
+
+
+def _table_root(path: str) -> str:
+    """`path` without its trailing `key=value` partition folders: where the Hive paths start."""
+    parts = path.rstrip("/").split("/")
+    while parts and "=" in parts[-1]:
+        parts.pop()
+    return "/".join(parts)
