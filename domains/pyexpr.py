@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import random
 
-from flywheel.domains.registry import Domain, register_domain
+from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
 
 
 @register_domain
 class PythonExpression(Domain):
     name = "pyexpr"
     verifier = "python_output"
-    uses_sandbox = True
+    sandbox = SandboxNeeds()
     description = "expr N: -> a Python arithmetic expression (at least one operator) equal to N"
     max_new_tokens = 10
 

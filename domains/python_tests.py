@@ -24,6 +24,7 @@ from flywheel.domains.dataset import DatasetDomain
 from flywheel.domains.registry import SandboxNeeds, register_domain
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "pytests.py").read_text()
+REPORT_MARKER = "FLYWHEEL-PYTESTS "  # starts the harness's report line; the verifier looks for it
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
 _BUILTIN_NAMES = set(dir(builtins))
 
@@ -140,7 +141,6 @@ class PythonTestsDomain(DatasetDomain):
     """Tasks checked by running their unit tests against the response in the sandbox."""
 
     verifier = "python_tests"
-    uses_sandbox = True
     sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"), timeout_s=2.0)
     required_fields = ("task_id", "prompt")
     prompt_template = "{text}\nYour code should pass these tests:\n{tests}"  # MBPP rows without a prompt
@@ -174,7 +174,7 @@ class PythonTestsDomain(DatasetDomain):
 
     def program(self, task: dict, response: str) -> dict:
         timeout = float(task.get("timeout_s") or self.sandbox.timeout_s)
-        plan = {**test_plan(task), "budget_s": max(0.2, timeout - 0.4),
+        plan = {**test_plan(task), "marker": REPORT_MARKER, "budget_s": max(0.2, timeout - 0.4),
                 "case_timeout_s": float(task.get("case_timeout_s") or self.case_timeout_s)}
         return {"files": {"harness.py": HARNESS, "solution.py": solution_source(task, response)},
                 "command": ["python", "harness.py"], "stdin": json.dumps(plan),

@@ -1,27 +1,29 @@
-"""The domain registry: a name -> Domain dict filled by the `register_domain` decorator.
+"""The domain registry: a name -> Domain registry filled by the `register_domain` decorator.
 
 A domain is one file in this folder that defines a Domain subclass and decorates it. The built-in
-files are discovered (not listed by hand), so adding a domain touches nothing else.
+files are discovered by the project's one registry rule (`flywheel.registry`: every public module
+of this package is imported on the first miss), so adding a domain touches nothing else.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
-import pkgutil
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
-_DOMAINS: dict[str, "Domain"] = {}
-_NOT_DOMAIN_MODULES = {"registry", "dataset"}
+from flywheel.registry import Registry
+from flywheel.sandbox import ExecRequest, Limits
+
+DOMAINS: Registry["Domain"] = Registry("domain", home="flywheel.domains")
 SPLITS = ("train", "heldout")
 
 
 @dataclass(frozen=True)
 class SandboxNeeds:
-    """What a domain's programs need from the sandbox. `limits` of a program spec carries the
-    time and memory limits to Execute (keys of `flywheel.sandbox.Limits`)."""
+    """What a domain's programs need from the sandbox. Its time and memory limits are every
+    attempt's defaults (the one definition); a program spec's `limits` may override them per task
+    (keys of `flywheel.sandbox.Limits`)."""
 
     language: str = "python"
     files: tuple[str, ...] = ()       # files every program of the domain writes
@@ -47,8 +49,9 @@ class ToolSpec:
 class Domain:
     """A family of tasks whose outcome a program checks.
 
-    Subclasses set `name`, `verifier` (a name in the verifier registry) and `uses_sandbox`, and
-    implement `sample_task` and `demonstration`; sandboxed domains also implement `program`.
+    Subclasses set `name` and `verifier` (a name in the verifier registry), and implement
+    `sample_task` and `demonstration`; domains whose responses run in the sandbox set `sandbox`
+    (what they need of it) and implement `program`.
     Tasks are plain dicts: task_id, domain, prompt, answer (a string the verifier reads), split,
     plus whatever fields the domain's verifier reads (`required_fields`).
     Tasks come from a seeded generator (`sample_task`) or, in `DatasetDomain`, from a file.
@@ -56,7 +59,6 @@ class Domain:
 
     name: str = ""
     verifier: str = ""
-    uses_sandbox: bool = False
     description: str = ""
     heldout_fraction: float = 0.2
     max_new_tokens: int = 12
@@ -65,6 +67,10 @@ class Domain:
     sandbox: SandboxNeeds | None = None             # None: nothing runs in the sandbox
     tools: tuple[ToolSpec, ...] = ()                # multi-turn domains: the tools they offer
     required_fields: tuple[str, ...] = ("task_id", "prompt", "answer")
+
+    @property
+    def uses_sandbox(self) -> bool:
+        return self.sandbox is not None
 
     def task_count(self) -> int | None:
         """How many tasks the domain holds; None when a generator draws them."""
@@ -91,9 +97,8 @@ class Domain:
         """The row `flywheel domains` prints."""
         count = self.task_count()
         tasks = "generated" if count is None else count or "your files"
-        sandbox = self.sandbox.language if self.sandbox else ("python" if self.uses_sandbox else None)
         return {"name": self.name, "tier": self.tier, "verifier": self.verifier, "tasks": tasks,
-                "sandbox": sandbox,
+                "sandbox": self.sandbox.language if self.sandbox else None,
                 "tools": [t.name for t in self.tools], "description": self.description}
 
     def sample_task(self, rng: random.Random) -> dict[str, Any]:
@@ -108,6 +113,14 @@ class Domain:
         """What the sandbox runs for `response`: {"files": {path: text}, "command": [...]},
         optionally "stdin" and "limits" (a dict of `Limits` fields for this task)."""
         raise NotImplementedError(f"domain {self.name} does not execute code")
+
+    def request(self, task: dict[str, Any], response: str) -> ExecRequest:
+        """The sandbox request for `response`, as the pipeline's Execute step sends it: the
+        domain's `program` under the domain's limits, overridden by the program's own."""
+        spec = self.program(task, response)
+        limits = Limits(**{**self.sandbox.limits(), **(spec.get("limits") or {})})
+        return ExecRequest(files=spec["files"], command=tuple(spec["command"]),
+                           stdin=spec.get("stdin", ""), limits=limits)
 
     def split_of(self, prompt: str) -> str:
         """The seeded-independent split of a prompt: by content hash, so the same prompt can
@@ -134,17 +147,8 @@ def register_domain(cls: type[Domain]) -> type[Domain]:
     """Class decorator: register one instance of `cls` under `cls.name`; duplicates are refused."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
-    if cls.name in _DOMAINS and type(_DOMAINS[cls.name]) is not cls:
-        raise ValueError(f"domain {cls.name!r} is already registered by {type(_DOMAINS[cls.name])}")
-    _DOMAINS[cls.name] = cls()
+    DOMAINS.register(cls.name, cls())
     return cls
-
-
-def _discover() -> None:
-    import flywheel.domains as package
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name not in _NOT_DOMAIN_MODULES and not info.name.startswith("_"):
-            importlib.import_module(f"{package.__name__}.{info.name}")
 
 
 def prepare_task(row: dict[str, Any], default_domain: str | None = None
@@ -154,9 +158,9 @@ def prepare_task(row: dict[str, Any], default_domain: str | None = None
     name = row.get("domain") or default_domain
     if not name:
         return None, ["field `domain` missing"]
-    if not isinstance(name, str) or name not in all_domains():
+    if not isinstance(name, str) or name not in DOMAINS:
         return None, [f"field `domain`: unknown domain {name!r}"]
-    domain = _DOMAINS[name]
+    domain = DOMAINS.get(name)
     try:
         task = domain.normalize_task({**row, "domain": name})
     except (KeyError, TypeError, ValueError) as e:
@@ -171,16 +175,11 @@ def prepare_task(row: dict[str, Any], default_domain: str | None = None
 
 def get_domain(name: str) -> Domain:
     """The registered domain `name`; unknown names raise KeyError listing the known ones."""
-    if name not in _DOMAINS:
-        _discover()
-    if name not in _DOMAINS:
-        raise KeyError(f"unknown domain {name!r}; known: {', '.join(sorted(_DOMAINS))}")
-    return _DOMAINS[name]
+    return DOMAINS.get(name)
 
 
 def all_domains() -> dict[str, Domain]:
-    _discover()
-    return dict(sorted(_DOMAINS.items()))
+    return dict(DOMAINS.items())
 
 
 DEFAULT_DOMAINS = ("add", "interval", "pyexpr", "reverse")

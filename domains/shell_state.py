@@ -17,6 +17,7 @@ from pathlib import Path
 from flywheel.domains.registry import Domain, SandboxNeeds, ToolSpec, register_domain
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "shell.py").read_text()
+REPORT_MARKER = "FLYWHEEL-SHELL "  # starts the harness's report line; the verifier looks for it
 _BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.S | re.I)
 RUN_SHELL = ToolSpec("run_shell", "Run a bash command in the task's working directory.", {
     "type": "object", "required": ["command"], "additionalProperties": False,
@@ -31,7 +32,6 @@ def script_of(response: str) -> str:
 
 class ShellDomain(Domain):
     verifier = "shell_state"
-    uses_sandbox = True
     sandbox = SandboxNeeds(language="bash", files=("harness.py", "script.sh"), timeout_s=2.0)
     tools = (RUN_SHELL,)
     required_fields = ("task_id", "prompt", "files", "expect")
@@ -40,7 +40,7 @@ class ShellDomain(Domain):
     def program(self, task: dict, response: str) -> dict:
         variants = [task["files"], *(v["files"] for v in task.get("hidden_variants", []))]
         plan = {"script": script_of(response), "variants": variants,
-                "budget_s": self.sandbox.timeout_s - 0.6}
+                "budget_s": self.sandbox.timeout_s - 0.6, "marker": REPORT_MARKER}
         return {"files": {"harness.py": HARNESS}, "command": ["python", "harness.py"],
                 "stdin": json.dumps(plan), "limits": self.sandbox.limits()}
 

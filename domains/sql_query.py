@@ -16,6 +16,7 @@ from pathlib import Path
 from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "sql.py").read_text()
+REPORT_MARKER = "FLYWHEEL-SQL "  # starts the harness's report line; the verifier looks for it
 _BLOCK = re.compile(r"```(?:sql|sqlite)?[ \t]*\n(.*?)```", re.S | re.I)
 
 
@@ -33,7 +34,6 @@ def is_ordered(task: dict) -> bool:
 
 class SqlDomain(Domain):
     verifier = "sql_result"
-    uses_sandbox = True
     sandbox = SandboxNeeds(language="sql (sqlite3)", files=("harness.py",), timeout_s=2.0)
     required_fields = ("task_id", "prompt", "fixture", "reference_query")
     max_new_tokens = 32
@@ -43,7 +43,8 @@ class SqlDomain(Domain):
 
     def program(self, task: dict, response: str) -> dict:
         plan = {"fixtures": [task["fixture"], *task.get("hidden_fixtures", [])],
-                "query": query_of(response), "max_rows": 10_000, "budget_s": 1.2}
+                "query": query_of(response), "max_rows": 10_000, "budget_s": 1.2,
+                "marker": REPORT_MARKER}
         return {"files": {"harness.py": HARNESS}, "command": ["python", "harness.py"],
                 "stdin": json.dumps(plan), "limits": self.sandbox.limits()}
 

@@ -14,10 +14,8 @@ from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.filters import apply_filters
 from flywheel.transforms.generate import generate_batch
-from flywheel.sandbox import Limits, get_backend
+from flywheel.sandbox import get_backend
 from flywheel.transforms.verify import verify_attempt
-
-EXECUTE_LIMITS = Limits(timeout_s=2.0, memory_mb=256)
 
 
 def plain_rollout(model, tasks: list[dict], *, n_samples: int, temperature: float, seed: int,
@@ -36,7 +34,7 @@ def plain_rollout(model, tasks: list[dict], *, n_samples: int, temperature: floa
             for start in range(0, len(attempts), batch_size):
                 batch = attempts[start:start + batch_size]
                 batch = [{**a, **g} for a, g in zip(batch, generate_batch(model, batch))]
-                executed, errs = execute_batch(batch, backend, pool, EXECUTE_LIMITS)
+                executed, errs = execute_batch(batch, backend, pool)
                 errors += errs
                 for attempt in executed:
                     out, err = verify_attempt(attempt)

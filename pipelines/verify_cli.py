@@ -16,9 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from flywheel.pipelines.tasks_cli import load_tasks, read_rows
 
-EXECUTE_LIMITS = {"timeout_s": 2.0, "memory_mb": 256}  # the pipeline's Execute defaults
-
-
 def attempt_of(task: dict, response: str, index: int) -> dict:
     return {"run_id": "verify", "iteration": 0, "policy_version": 0, "mode": "eval",
             "domain": task["domain"], "task_id": task["task_id"], "sample_index": index,
@@ -40,10 +37,9 @@ def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "l
     """Yield one output line per response, in order."""
     from flywheel.transforms.execute import execute_batch
     from flywheel.transforms.filters import apply_filters
-    from flywheel.sandbox import Limits, get_backend
+    from flywheel.sandbox import get_backend
     from flywheel.transforms.verify import verify_attempt
     by_id = {t["task_id"]: t for t in tasks}
-    limits = Limits(**EXECUTE_LIMITS)
     with get_backend(sandbox) as backend, ThreadPoolExecutor(workers) as pool:
         for start in range(0, len(responses), batch_size):
             batch, lines = [], {}
@@ -57,7 +53,7 @@ def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "l
                                 "filter_reason": "input_error", "detail": problem}
                 else:
                     batch.append(attempt_of(task, row["response"], i))
-            executed, _ = execute_batch(batch, backend, pool, limits)
+            executed, _ = execute_batch(batch, backend, pool)
             for attempt in executed:
                 scored, _ = verify_attempt(attempt)
                 lines[attempt["sample_index"]] = output_line(apply_filters(scored))

@@ -8,7 +8,6 @@ exit, timeout, memory) are results, not errors.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,17 +15,13 @@ import apache_beam as beam
 
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
-from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
+from flywheel.sandbox import SandboxError, get_backend
 
 
-def _run_one(attempt: dict, backend, limits: Limits, retries: int, backoff_s: float):
+def _run_one(attempt: dict, backend, retries: int, backoff_s: float):
     """(execution or None, error row or None) for one attempt."""
     try:
-        spec = get_domain(attempt["domain"]).program(attempt["task"], attempt["response"])
-        if spec.get("limits"):  # the domain's own limits for this task win over the default
-            limits = dataclasses.replace(limits, **spec["limits"])
-        request = ExecRequest(files=spec["files"], command=tuple(spec["command"]),
-                              stdin=spec.get("stdin", ""), limits=limits)
+        request = get_domain(attempt["domain"]).request(attempt["task"], attempt["response"])
     except Exception as e:  # the task cannot be turned into a program: bad input
         return None, error_row("execute", "input", e, attempt)
     for retry in range(retries + 1):
@@ -45,7 +40,7 @@ def without_execution(attempt: dict) -> dict:
             "sandbox_wall_ms": None, "sandbox_cpu_ms": None}
 
 
-def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int = 2,
+def execute_batch(batch: list[dict], backend, pool, retries: int = 2,
                   backoff_s: float = 0.2) -> tuple[list[dict], list[dict]]:
     """Run the sandboxed attempts of `batch` concurrently on `pool`.
 
@@ -54,7 +49,7 @@ def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int
     `model` when the model's code ran into a limit (timeout, cpu, memory, output, processes).
     """
     runnable = [a for a in batch if get_domain(a["domain"]).uses_sandbox]
-    results = pool.map(lambda a: _run_one(a, backend, limits, retries, backoff_s), runnable)
+    results = pool.map(lambda a: _run_one(a, backend, retries, backoff_s), runnable)
     outcomes = dict(zip((id(a) for a in runnable), results))
     outputs, errors = [], []
     for attempt in batch:
@@ -83,9 +78,9 @@ def execute_batch(batch: list[dict], backend, pool, limits: Limits, retries: int
 
 
 class _ExecuteBatch(beam.DoFn):
-    def __init__(self, backend: str, limits: Limits, workers: int, retries: int, backoff_s: float,
+    def __init__(self, backend: str, workers: int, retries: int, backoff_s: float,
                  options: dict | None = None):
-        self.backend_name, self.limits, self.workers = backend, limits, workers
+        self.backend_name, self.workers = backend, workers
         self.retries, self.backoff_s, self.options = retries, backoff_s, options or {}
 
     def setup(self):
@@ -97,8 +92,8 @@ class _ExecuteBatch(beam.DoFn):
         self.backend.close()
 
     def process(self, batch):
-        outputs, errors = execute_batch(batch, self.backend, self.pool, self.limits,
-                                        self.retries, self.backoff_s)
+        outputs, errors = execute_batch(batch, self.backend, self.pool, self.retries,
+                                        self.backoff_s)
         for error in errors:
             yield errors_output(error)
         yield from outputs
@@ -107,11 +102,10 @@ class _ExecuteBatch(beam.DoFn):
 class Execute(beam.PTransform):
     """Attempts in, attempts with `execution` (the sandbox's result record) and `turns` out."""
 
-    def __init__(self, backend: str = "local", limits: Limits = Limits(timeout_s=2.0, memory_mb=256),
-                 workers: int = 4, batch_size: int = 64, retries: int = 2, backoff_s: float = 0.2,
-                 options: dict | None = None):
+    def __init__(self, backend: str = "local", workers: int = 4, batch_size: int = 64,
+                 retries: int = 2, backoff_s: float = 0.2, options: dict | None = None):
         super().__init__()
-        self.backend, self.limits, self.workers, self.batch_size = backend, limits, workers, batch_size
+        self.backend, self.workers, self.batch_size = backend, workers, batch_size
         self.retries, self.backoff_s, self.options = retries, backoff_s, dict(options or {})
 
     def expand(self, attempts):
@@ -122,8 +116,8 @@ class Execute(beam.PTransform):
         ran = (sandboxed
                | "Batch" >> beam.BatchElements(min_batch_size=max(1, self.batch_size // 4),
                                                max_batch_size=self.batch_size)
-               | "Run" >> beam.ParDo(_ExecuteBatch(self.backend, self.limits, self.workers,
-                                                   self.retries, self.backoff_s, self.options))
+               | "Run" >> beam.ParDo(_ExecuteBatch(self.backend, self.workers, self.retries,
+                                                   self.backoff_s, self.options))
                .with_outputs(ERRORS_TAG, main="attempts"))
         passed = direct | "NoSandbox" >> beam.Map(without_execution)
         merged = (ran.attempts, passed) | "Merge" >> beam.Flatten()

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flywheel.domains.python_tests import solution_source, test_plan
+from flywheel.domains.python_tests import REPORT_MARKER, solution_source, test_plan
 from flywheel.verifiers import Verdict, register_verifier
 from flywheel.verifiers.hacks import echoes_examples, python_flags
 from flywheel.verifiers.scoring import harness_report, score_cases
-
-MARKER = "FLYWHEEL-PYTESTS "
 
 
 @register_verifier("python_tests", "1")
@@ -23,7 +21,7 @@ def python_tests(task: dict, response: str, execution: Any = None) -> Verdict:
     names, hidden = [c["name"] for c in cases], {c["name"] for c in cases if c["hidden"]}
     code = solution_source(task, response)
     flags = python_flags(code)
-    report, problem, more_flags = harness_report(execution, MARKER)
+    report, problem, more_flags = harness_report(execution, REPORT_MARKER)
     if report is None:
         return score_cases({n: False for n in names}, hidden, flags + more_flags, problem)
     reported = report.get("cases") or []

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flywheel.domains.shell_state import script_of
+from flywheel.domains.shell_state import REPORT_MARKER, script_of
 from flywheel.verifiers import Verdict, register_verifier
 from flywheel.verifiers.hacks import shell_flags
 from flywheel.verifiers.scoring import harness_report, score_cases
-
-MARKER = "FLYWHEEL-SHELL "
 
 
 def _norm(text: str) -> str:
@@ -35,7 +33,7 @@ def shell_state(task: dict, response: str, execution: Any = None) -> Verdict:
     expects = [task["expect"], *(v["expect"] for v in task.get("hidden_variants", []))]
     names = ["visible_0"] + [f"hidden_{i}" for i in range(len(expects) - 1)]
     flags = shell_flags(script_of(response))
-    report, problem, more_flags = harness_report(execution, MARKER)
+    report, problem, more_flags = harness_report(execution, REPORT_MARKER)
     if report is None:
         return score_cases({n: False for n in names}, set(names[1:]), flags + more_flags, problem)
     variants = report.get("variants") or []

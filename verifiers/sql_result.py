@@ -13,11 +13,10 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-from flywheel.domains.sql_query import is_ordered
+from flywheel.domains.sql_query import REPORT_MARKER, is_ordered
 from flywheel.verifiers import Verdict, register_verifier
 from flywheel.verifiers.scoring import harness_report, score_cases
 
-MARKER = "FLYWHEEL-SQL "
 
 
 @lru_cache(maxsize=1024)
@@ -51,7 +50,7 @@ def sql_result(task: dict, response: str, execution: Any = None) -> Verdict:
     fixtures = [task["fixture"], *task.get("hidden_fixtures", [])]
     names = ["visible_0"] + [f"hidden_{i}" for i in range(len(fixtures) - 1)]
     wants = [expected_rows(f, task["reference_query"]) for f in fixtures]
-    report, problem, flags = harness_report(execution, MARKER)
+    report, problem, flags = harness_report(execution, REPORT_MARKER)
     if report is None:
         return score_cases({n: False for n in names}, set(names[1:]), flags, problem)
     got = report.get("results") or []

@@ -7,7 +7,7 @@ Two processes, so the verdict never depends on the untrusted one:
 - the child (`harness.py serve`) imports solution.py and serves calls over a pipe. Only plain values
   (None, bool, int, float, complex, str, bytes, list, tuple, set, frozenset, dict) cross, so an
   object that "equals anything" cannot; exits, patched builtins and prints stay in the child.
-The parent prints one report line, `FLYWHEEL-PYTESTS {json}`. Standard library only.
+The parent prints one report line, the plan's `marker` then JSON. Standard library only.
 """
 
 import builtins
@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 
-MARKER = "FLYWHEEL-PYTESTS "
 MAX_LINE = 1 << 22
 
 
@@ -291,7 +290,7 @@ def main():
     plan = json.loads(sys.stdin.read())
     sys.stdin.close()
     report = run_plan(plan)
-    sys.stdout.write("\n" + MARKER + json.dumps(report) + "\n")
+    sys.stdout.write("\n" + plan["marker"] + json.dumps(report) + "\n")
     sys.stdout.flush()
 
 

@@ -4,7 +4,7 @@ For each variant of the task's files: write them into a fresh directory, run the
 script there with bash (its own session, output to a log the verdict never reads), kill whatever
 it left running, then record the directory's end state without following links. The harness is
 non-dumpable, so the script cannot write to its stdout through /proc or read its memory; its one
-report line, `FLYWHEEL-SHELL {json}`, is the only thing the verifier reads. Standard library only.
+report line (the plan's `marker`, then JSON), is the only thing the verifier reads. Standard library only.
 """
 
 import ctypes
@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 
-MARKER = "FLYWHEEL-SHELL "
 MAX_FILE, MAX_ENTRIES = 65536, 500
 
 
@@ -91,7 +90,7 @@ def main():
     for number, files in enumerate(plan["variants"]):
         variants.append(run_variant(number, files, budget))
     report = {"variants": variants, "wall_s": round(time.monotonic() - start, 4)}
-    sys.stdout.write("\n" + MARKER + json.dumps(report) + "\n")
+    sys.stdout.write("\n" + plan["marker"] + json.dumps(report) + "\n")
     sys.stdout.flush()
 
 

@@ -2,7 +2,7 @@
 
 Loads each fixture into a fresh in-memory SQLite database, switches it to read-only, and runs the
 response's query there (one statement; ATTACH, PRAGMA and writes denied; a time budget). Prints one
-report line, `FLYWHEEL-SQL {json}`, with each fixture's columns and rows. The query is SQL, not
+report line (the plan's `marker`, then JSON), with each fixture's columns and rows. The query is SQL, not
 Python, so it has no way to write to stdout: the report is the harness's own. Standard library only.
 """
 
@@ -11,7 +11,6 @@ import sqlite3
 import sys
 import time
 
-MARKER = "FLYWHEEL-SQL "
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, 33}  # 33: RECURSIVE (CTE)
 
 
@@ -49,7 +48,7 @@ def main():
     plan = json.loads(sys.stdin.read())
     budget = plan["budget_s"] / max(1, len(plan["fixtures"]))
     results = [run(f, plan["query"], plan["max_rows"], budget) for f in plan["fixtures"]]
-    sys.stdout.write(MARKER + json.dumps({"results": results}) + "\n")
+    sys.stdout.write(plan["marker"] + json.dumps({"results": results}) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ program in it with the program's own limits, then the domain's verifier (no mock
 import pytest
 
 from flywheel.domains.registry import get_domain
-from flywheel.sandbox import ExecRequest, Limits, get_backend
+from flywheel.sandbox import get_backend
 from flywheel.verifiers import get_verifier
 
 
@@ -14,18 +14,11 @@ def sandbox():
         yield backend
 
 
-def run_program(backend, domain, task, response):
-    spec = domain.program(task, response)
-    limits = Limits(**spec["limits"]) if spec.get("limits") else Limits(timeout_s=2.0, memory_mb=256)
-    return backend.run(ExecRequest(files=spec["files"], command=tuple(spec["command"]),
-                                   stdin=spec.get("stdin", ""), limits=limits))
-
-
 @pytest.fixture(scope="module")
 def score(sandbox):
     """score(task, response) -> Verdict, through the task's domain, its sandbox and its verifier."""
     def score(task, response):
         domain = get_domain(task["domain"])
-        execution = run_program(sandbox, domain, task, response) if domain.uses_sandbox else None
+        execution = sandbox.run(domain.request(task, response)) if domain.uses_sandbox else None
         return get_verifier(domain.verifier)(task, response, execution)
     return score

@@ -7,7 +7,6 @@ import pytest
 from flywheel.domains.registry import DEFAULT_DOMAINS, all_domains, get_domain, register_domain, Domain
 from flywheel.sandbox import get_backend
 from flywheel.verifiers import get_verifier
-from flywheel.sandbox import ExecRequest
 
 
 def test_registry_has_the_defaults_and_rejects_unknown_names():
@@ -42,8 +41,7 @@ def test_demonstrations_pass_and_wrong_answers_fail(name):
     def score(task, response):
         execution = None
         if d.uses_sandbox:
-            spec = d.program(task, response)
-            execution = backend.run(ExecRequest(files=spec["files"], command=spec["command"]))
+            execution = backend.run(d.request(task, response))
         return verifier(task, response, execution)
 
     for i in range(10):

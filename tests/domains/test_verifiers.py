@@ -2,7 +2,7 @@
 
 import pytest
 
-from flywheel.sandbox import ExecRequest, get_backend
+from flywheel.sandbox import get_backend
 from flywheel.verifiers import get_verifier, register_verifier
 
 ADD = {"task_id": "t", "answer": "42"}
@@ -32,9 +32,8 @@ def test_exact_match():
 
 def run_expr(response):
     from flywheel.domains.registry import get_domain
-    spec = get_domain("pyexpr").program(EXPR, response)
     with get_backend("local") as backend:
-        execution = backend.run(ExecRequest(files=spec["files"], command=spec["command"]))
+        execution = backend.run(get_domain("pyexpr").request(EXPR, response))
     return get_verifier("python_output")(EXPR, response, execution)
 
 

@@ -1,11 +1,12 @@
-"""Execute outside Beam: real sandbox runs; limits hit by model code and sandbox failures."""
+"""Execute outside Beam: real sandbox runs under the domain's limits; limits hit by model code
+and sandbox failures."""
 
 from concurrent.futures import ThreadPoolExecutor
 
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
-from flywheel.sandbox import Limits, SandboxBackend, SandboxError, get_backend, register_backend
+from flywheel.sandbox import SandboxBackend, SandboxError, get_backend, register_backend
 
 
 def attempts(responses):
@@ -18,7 +19,7 @@ def attempts(responses):
 def test_model_code_hitting_a_limit_is_a_scored_attempt_and_a_model_error():
     batch = attempts(["__import__('time').sleep(30) or 1+1", "2+2"])
     with get_backend("local") as backend, ThreadPoolExecutor(2) as pool:
-        out, errors = execute_batch(batch, backend, pool, Limits(timeout_s=1.0))
+        out, errors = execute_batch(batch, backend, pool)
     assert out[0]["execution"].kill_reason == "timeout" and "failure" not in out[0]
     assert out[1]["execution"].stdout.strip() == "4" and out[1]["turns"][0]["exit_code"] == 0
     assert [(e["kind"], e["error_type"], e["stage"]) for e in errors] == [("model", "timeout", "execute")]
@@ -38,7 +39,7 @@ class BrokenBackend(SandboxBackend):
 def test_sandbox_failures_are_retried_then_become_environment_errors():
     batch = attempts(["1+1"])
     with ThreadPoolExecutor(1) as pool:
-        out, errors = execute_batch(batch, BrokenBackend(), pool, Limits(), retries=2, backoff_s=0.01)
+        out, errors = execute_batch(batch, BrokenBackend(), pool, retries=2, backoff_s=0.01)
     assert BrokenBackend.calls == 3
     assert out[0]["failure"] == "environment" and out[0]["execution"] is None
     assert errors[0]["kind"] == "environment" and errors[0]["retry_count"] == 2

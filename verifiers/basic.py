@@ -1,0 +1,80 @@
+"""The small built-in verifiers: exact and numeric match, a sandboxed expression's output,
+digit sums and ranges."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from flywheel.verifiers.registry import Verdict, register_verifier
+
+
+def _binary(ok: bool, **components: float) -> Verdict:
+    return Verdict(1.0 if ok else 0.0, "pass" if ok else "fail", {"correct": float(ok), **components})
+
+
+@register_verifier("exact_match", "1")
+def exact_match(task: dict, response: str, execution: Any = None) -> Verdict:
+    """The response, stripped of surrounding whitespace, equals the answer."""
+    return _binary(response.strip() == str(task["answer"]).strip())
+
+
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def parse_number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    if not _NUMBER.match(text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+@register_verifier("numeric_match", "1")
+def numeric_match(task: dict, response: str, execution: Any = None) -> Verdict:
+    """The response is a number equal to the answer within a relative tolerance of 1e-9."""
+    got, want = parse_number(response), parse_number(str(task["answer"]))
+    if want is None:
+        raise ValueError(f"task {task.get('task_id')}: answer {task['answer']!r} is not a number")
+    ok = got is not None and math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
+    return _binary(ok, parsed=float(got is not None))
+
+
+_OPERATOR = re.compile(r"[-+*/%]")
+
+
+@register_verifier("python_output", "1")
+def python_output(task: dict, response: str, execution: Any = None) -> Verdict:
+    """The sandboxed program exited 0, within its limits, and printed the answer's repr.
+
+    The response must contain an arithmetic operator: the task asks for an expression, so a bare
+    literal scores 0 (and is not counted as a pass).
+    """
+    if execution is None:
+        raise ValueError("python_output needs a sandbox execution result")
+    ran = execution.exit_code == 0 and execution.kill_reason is None
+    printed = execution.stdout.strip() == repr(int(task["answer"])) if ran else False
+    has_operator = bool(_OPERATOR.search(response))
+    return _binary(ran and printed and has_operator, ran=float(ran), printed=float(printed),
+                   has_operator=float(has_operator))
+
+
+@register_verifier("digit_sum", "1")
+def digit_sum(task: dict, response: str, execution: Any = None) -> Verdict:
+    """The response is exactly N decimal digits whose sum is S (answer holds "N S")."""
+    n, total = map(int, str(task["answer"]).split())
+    text = response.strip()
+    well_formed = len(text) == n and text.isascii() and text.isdigit()
+    ok = well_formed and sum(map(int, text)) == total
+    return _binary(ok, well_formed=float(well_formed))
+
+
+@register_verifier("in_range", "1")
+def in_range(task: dict, response: str, execution: Any = None) -> Verdict:
+    """The response is a whole number N with A <= N <= B (answer holds "A B")."""
+    low, high = map(int, str(task["answer"]).split())
+    text = response.strip()
+    well_formed = text.isascii() and text.isdigit() and len(text) <= 12
+    ok = well_formed and low <= int(text) <= high
+    return _binary(ok, well_formed=float(well_formed))
