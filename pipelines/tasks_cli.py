@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from flywheel.domains.registry import prepare_task
-from flywheel.transforms.task_files import rows_of_file, where
+from flywheel.domains.task_files import rows_of_file, where
 
 
 def read_rows(pattern: str) -> Iterator[tuple[str, int, dict[str, Any] | None, str | None]]:

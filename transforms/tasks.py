@@ -13,7 +13,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 
 from flywheel.domains.registry import get_domain, prepare_task
-from flywheel.transforms.task_files import rows_of_file, where
+from flywheel.domains.task_files import rows_of_file, where
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
 
 def prompt_problem(task: dict, max_prompt_bytes: int) -> str | None:
