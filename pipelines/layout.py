@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
-from flywheel.schemas import TABLES
+from flywheel.schemas import TABLES, read_table, table_dataset
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,14 @@ class RunLayout:
     def table_dir(self, table: str, iteration: int | None = None) -> str:
         base = self.join("tables", table)
         return base if iteration is None else FileSystems.join(base, f"iteration={iteration}")
+
+    def table_dataset(self, table: str):
+        """The whole `table` of the run as one pyarrow dataset (empty if none yet)."""
+        return table_dataset(self.table_dir(table), table)
+
+    def read_table(self, table: str, **kwargs):
+        """The whole `table` of the run (`columns=`, `filter=` as for schemas.read_table)."""
+        return read_table(self.table_dir(table), table, **kwargs)
 
     def checkpoint(self, iteration: int | None) -> str:
         """checkpoints/iteration=K, or checkpoints/initial (the warm-started policy) for None."""

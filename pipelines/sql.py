@@ -5,14 +5,14 @@ from __future__ import annotations
 import duckdb
 
 from flywheel.pipelines.layout import RunLayout
-from flywheel.schemas import TABLES, table_dataset
+from flywheel.schemas import TABLES
 
 
 def connect(run_dir: str) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection where `trajectories`, `errors` and `metrics` are views of the run."""
     con, layout = duckdb.connect(), RunLayout(run_dir)
     for table in TABLES:
-        con.register(f"_{table}_dataset", table_dataset(layout.table_dir(table), table))
+        con.register(f"_{table}_dataset", layout.table_dataset(table))
         con.execute(f"CREATE VIEW {table} AS SELECT * FROM _{table}_dataset")
     return con
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flywheel.domains.registry import DEFAULT_DOMAINS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +25,7 @@ def test_first_two_commands_are_install_and_run_then_the_test_suite():
     assert "python -m pytest\n" in ci and "pip install -q -e '.[test]'" in ci
 
 
+@pytest.mark.slow
 def test_install_and_run_then_sql(tmp_path):
     install, run = [shlex.split(c) for c in BLOCKS[0].strip().split(" && ")]
     subprocess.run([sys.executable, "-m", *install], cwd=ROOT, check=True, capture_output=True)

@@ -6,6 +6,8 @@ import pytest
 from flywheel.pipelines.cli import main
 from flywheel.pipelines.sql import query
 
+pytestmark = pytest.mark.slow  # full runs: `python -m pytest -m 'not slow'` skips them
+
 DOMAINS = ["add", "math_linear", "extract_invoice", "sql_shop", "shell_files", "py_functions",
            "py_mbpp", "rg_chain_sum", "rg_countdown"]
 

@@ -31,6 +31,7 @@ def test_importing_the_registry_does_not_import_reasoning_gym():
     assert int(count) >= 100 and imported == "False"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DATASETS)
 def test_each_dataset_scores_its_own_answer_and_rejects_junk(name):
     d, rng = get_domain(f"rg_{name}"), random.Random(0)

@@ -17,6 +17,8 @@ from flywheel.trainer.checkpoint import load_checkpoint
 
 from .conftest import tiny_config
 
+pytestmark = pytest.mark.slow  # full runs: `python -m pytest -m 'not slow'` skips them
+
 TINY_FLAGS = ["--tasks-per-domain", "4", "--heldout-per-domain", "4", "--n-samples", "4",
               "--warm-start-max-steps", "20", "--seed", "3"]
 

@@ -6,7 +6,6 @@ import pytest
 
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
-from flywheel.pipelines.tables_read import read_table
 from flywheel.schemas import validate_table
 
 from .conftest import tiny_config
@@ -21,7 +20,7 @@ def rollout(run_dir, config, beam_args=()):
 
 
 def check_tables(run_dir, config):
-    trajectories = read_table(str(run_dir), "trajectories")
+    trajectories = RunLayout(str(run_dir)).read_table("trajectories")
     validate_table("trajectories", trajectories)
     rows = trajectories.to_pylist()
     r = config.rollout
@@ -35,7 +34,7 @@ def check_tables(run_dir, config):
         if row["domain"] == "pyexpr":  # really executed in the sandbox
             assert row["sandbox_backend"] == "local" and row["turns"][0]["exit_code"] is not None
         assert row["filtered"] == (row["filter_reason"] is not None)
-    metrics = read_table(str(run_dir), "metrics")
+    metrics = RunLayout(str(run_dir)).read_table("metrics")
     validate_table("metrics", metrics)
     names = {(m["domain"], m["name"]) for m in metrics.to_pylist()}
     for d in (*DOMAINS, "*"):
@@ -73,7 +72,7 @@ def test_bad_tasks_and_verifier_exceptions_become_error_rows(tmp_path):
     tasks.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
     config = tiny_config(domains=("add",), task_files=(str(tasks),), tasks_per_domain=2)
     counters = rollout(tmp_path / "run", config)
-    errors = read_table(str(tmp_path / "run"), "errors")
+    errors = RunLayout(str(tmp_path / "run")).read_table("errors")
     validate_table("errors", errors)
     errors = errors.to_pylist()
     by_stage = {(e["stage"], e["kind"]) for e in errors}
@@ -83,7 +82,7 @@ def test_bad_tasks_and_verifier_exceptions_become_error_rows(tmp_path):
     assert f"{tasks}: line 3: invalid JSON" in messages
     assert f"{tasks}: line 4: field `domain`: unknown domain 'nope'" in messages
     # the run went on: good tasks have rows, and the bad-answer attempts kept theirs, flagged
-    rows = read_table(str(tmp_path / "run"), "trajectories").to_pylist()
+    rows = RunLayout(str(tmp_path / "run")).read_table("trajectories").to_pylist()
     by_task = {}
     for row in rows:
         by_task.setdefault(row["task_id"], []).append(row)
