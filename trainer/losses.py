@@ -1,33 +1,16 @@
 """Policy losses, by name: pure tensor functions in the style of verl's core_algos.
 
 `fn(logprobs (B, T), old_logprobs (B, T), advantages (B,), mask (B, T) float, clip_eps)
- -> (loss scalar, stats dict of floats)`. The train step looks the name up in TrainConfig.loss.
+ -> (loss scalar, stats dict of floats)`. The train step looks TrainConfig.loss up in LOSSES.
 """
 from typing import Callable
 
 import torch
 
+from flywheel.registry import Registry
+
 LossFn = Callable[..., tuple[torch.Tensor, dict]]
-_LOSSES: dict[str, LossFn] = {}
-
-
-def register_loss(name: str):
-    """Decorator adding `fn` to the registry under `name`; a name is taken only once."""
-
-    def wrap(fn: LossFn) -> LossFn:
-        if name in _LOSSES:
-            raise ValueError(f"loss {name!r} is already registered")
-        _LOSSES[name] = fn
-        return fn
-
-    return wrap
-
-
-def get_loss(name: str) -> LossFn:
-    try:
-        return _LOSSES[name]
-    except KeyError:
-        raise KeyError(f"unknown loss {name!r}; known: {sorted(_LOSSES)}") from None
+LOSSES: Registry[LossFn] = Registry("loss", home=__name__)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -35,7 +18,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-@register_loss("grpo")
+@LOSSES.register("grpo")
 def grpo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from flywheel.trainer.losses import get_loss, masked_mean
+from flywheel.trainer.losses import LOSSES, masked_mean
 from flywheel.trainer.model import TinyPolicy, policy_logprobs
 from flywheel.trainer.tokens import EOS, SPECIALS
 from flywheel.trainer.trajectory_batches import make_batch
@@ -96,7 +96,7 @@ def train_on_rows(
     }
     if not rows:
         return {**stats, **counts}
-    loss_fn = get_loss(cfg.loss)
+    loss_fn = LOSSES.get(cfg.loss)
     rng = np.random.default_rng(seed)
     model.train()
     for _ in range(cfg.epochs):

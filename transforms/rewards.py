@@ -1,6 +1,6 @@
 """NormalizeRewards: group-relative advantages over the N attempts of each task.
 
-The estimator comes from the trainer's registry (grpo, dr_grpo, rloo). Attempts that errored are
+The estimator comes from the trainer's registry (ADVANTAGES: grpo, dr_grpo, rloo, ...). Attempts that errored are
 left out of their group's statistics; groups whose rewards are all equal carry no learning signal
 and are marked `zero_variance` (advantage 0) for FilterTrajectories.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import apache_beam as beam
 import numpy as np
 
-from flywheel.trainer.advantages import get_advantage
+from flywheel.trainer.advantages import ADVANTAGES
 from flywheel.transforms.errors import count
 
 
@@ -29,14 +29,14 @@ def normalize_group(attempts: list[dict], estimator: str) -> list[dict]:
         count("groups_zero_variance")
         return out + [{**a, "advantage": 0.0, "zero_variance": True} for a in scored]
     count("groups_with_signal")
-    advantages = get_advantage(estimator)(rewards)
+    advantages = ADVANTAGES.get(estimator)(rewards)
     return out + [{**a, "advantage": float(adv)} for a, adv in zip(scored, advantages)]
 
 
 class NormalizeRewards(beam.PTransform):
     def __init__(self, estimator: str = "grpo"):
         super().__init__()
-        get_advantage(estimator)  # fail at construction on an unknown name
+        ADVANTAGES.get(estimator)  # fail at construction on an unknown name
         self.estimator = estimator
 
     def expand(self, attempts):
