@@ -27,7 +27,7 @@ from flywheel.pipelines.plain_rollout import plain_rollout  # noqa: E402
 from flywheel.pipelines.rollout import IterationSpec, run_rollout  # noqa: E402
 from flywheel.domains.registry import get_domain  # noqa: E402
 from flywheel.trainer.checkpoint import load_checkpoint  # noqa: E402
-from flywheel.trainer.model import PolicyConfig, build_policy  # noqa: E402
+from flywheel.trainer.policies import create_policy  # noqa: E402
 
 
 def main() -> None:
@@ -54,12 +54,13 @@ def main() -> None:
 
     def plain_run() -> None:
         start = time.perf_counter()
-        model = (load_checkpoint(args.checkpoint).model if args.checkpoint
-                 else build_policy(PolicyConfig(**config.policy.__dict__), config.seed))
-        model.eval()
+        policy = (load_checkpoint(args.checkpoint).policy if args.checkpoint
+                  else create_policy(config.policy.backend, config.policy.parsed_options(),
+                                     config.seed))
+        policy.module.eval()
         tasks = [get_domain(d).make_task("train", i, config.seed)
                  for d in r.domains for i in range(r.tasks_per_domain)]
-        plain_rollout(model, tasks, n_samples=r.n_samples, temperature=r.temperature,
+        plain_rollout(policy, tasks, n_samples=r.n_samples, temperature=r.temperature,
                       seed=config.seed, sandbox=r.sandbox, batch_size=r.max_batch_size)
         results["plain loop"] = time.perf_counter() - start
 

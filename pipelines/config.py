@@ -30,7 +30,7 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, object]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"sandbox option {pair!r} is not KEY=VALUE")
+            raise ValueError(f"option {pair!r} is not KEY=VALUE")
         lowered = value.lower()
         options[key] = {"true": True, "false": False}.get(lowered, int(value) if value.isdigit() else value)
     return options
@@ -47,11 +47,14 @@ class WarmStartSettings:
 
 
 @dataclass(frozen=True)
-class PolicySettings:
-    d_model: int = 64
-    n_layers: int = 3
-    n_heads: int = 4
-    context: int = 48
+class PolicySpec:
+    """Which policy backend the run trains, and its options (the backend's own KEY=VALUE settings,
+    e.g. d_model=128 for `tiny`; each backend keeps its defaults, unset options take them)."""
+    backend: str = "tiny"
+    options: tuple[str, ...] = ()
+
+    def parsed_options(self) -> dict[str, object]:
+        return parse_options(self.options)
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class RunConfig:
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
     train: TrainConfig = field(default_factory=TrainConfig)
-    policy: PolicySettings = field(default_factory=PolicySettings)
+    policy: PolicySpec = field(default_factory=PolicySpec)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -87,9 +87,9 @@ def ensure_initial_policy(layout: RunLayout, config: RunConfig, event: Event) ->
     from flywheel.pipelines.warm_start import warm_start
     event("warm_start_begin", {"max_steps": config.warm_start.max_steps})
     started = time.time()
-    model, report = warm_start(config, progress=lambda step, s: event("warm_start_step",
-                                                                       {"step": step, **s}))
-    save_checkpoint(uri, model, None, {"policy_version": 0, "warm_start": report})
+    policy, report = warm_start(config, progress=lambda step, s: event("warm_start_step",
+                                                                        {"step": step, **s}))
+    save_checkpoint(uri, policy, None, {"policy_version": 0, "warm_start": report})
     layout.write_json(layout.initial_marker(), {"seconds": time.time() - started, **report})
     event("warm_start_end", {"seconds": time.time() - started, **report})
     return uri

@@ -18,7 +18,7 @@ from flywheel.sandbox import get_backend
 from flywheel.transforms.verify import verify_attempt
 
 
-def plain_rollout(model, tasks: list[dict], *, n_samples: int, temperature: float, seed: int,
+def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: float, seed: int,
                   iteration: int = 0, mode: str = "train", sandbox: str = "local",
                   batch_size: int = 256, workers: int = 4, backend=None,
                   sandbox_options: dict | None = None):
@@ -33,7 +33,7 @@ def plain_rollout(model, tasks: list[dict], *, n_samples: int, temperature: floa
         with ThreadPoolExecutor(workers) as pool:
             for start in range(0, len(attempts), batch_size):
                 batch = attempts[start:start + batch_size]
-                batch = [{**a, **g} for a, g in zip(batch, generate_batch(model, batch))]
+                batch = [{**a, **g} for a, g in zip(batch, generate_batch(policy, batch))]
                 executed, errs = execute_batch(batch, backend, pool)
                 errors += errs
                 for attempt in executed:

@@ -62,8 +62,9 @@ def build_rollout(pipeline: beam.Pipeline, config: RunConfig, spec: IterationSpe
     heldout = heldout_tasks | "ExpandHeldout" >> Expand(
         **ids, seed=config.seed, n_samples=1, temperature=0.0, mode="heldout")
 
-    handler = PolicyModelHandler(spec.checkpoint_uri, policy_config=config.policy.__dict__,
-                                 init_seed=config.seed, max_batch_size=r.max_batch_size)
+    handler = PolicyModelHandler(spec.checkpoint_uri, backend=config.policy.backend,
+                                 options=config.policy.parsed_options(), init_seed=config.seed,
+                                 max_batch_size=r.max_batch_size)
     generated = (train, heldout) | "AllAttempts" >> beam.Flatten() | "Generate" >> Generate(handler)
     executed = generated | "Execute" >> Execute(backend=r.sandbox,
                                                 options=parse_options(r.sandbox_options))

@@ -17,13 +17,14 @@ import torch
 from flywheel.domains.registry import get_domain
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
-from flywheel.trainer.model import PolicyConfig, build_policy
-from flywheel.trainer.tokens import encode_answer, encode_prompt
+from flywheel.trainer.optimizer import build_optimizer
+from flywheel.trainer.policies import create_policy
 from flywheel.trainer.train_step import pick_device, supervised_step
 from flywheel.transforms.generate import fit_prompt
 
 VALIDATION_OFFSET = 10_000_000   # validation tasks: train split, an index range rollouts never reach
 DEMONSTRATION_OFFSET = 20_000_000
+ADAMW_BETAS, ADAMW_WEIGHT_DECAY = (0.9, 0.999), 0.0  # AdamW's defaults (RL uses TrainConfig's)
 
 
 def has_demonstrations(domain, seed: int) -> bool:
@@ -36,35 +37,35 @@ def has_demonstrations(domain, seed: int) -> bool:
 
 
 def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None = None):
-    """Train a fresh policy on demonstrations; returns (model, report dict)."""
+    """Train a fresh policy on demonstrations; returns (policy, report dict)."""
     ws, seed = config.warm_start, config.seed
     torch.manual_seed(seed)
     device = pick_device()
-    model = build_policy(PolicyConfig(**config.policy.__dict__), seed).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
+    policy = create_policy(config.policy.backend, config.policy.parsed_options(), seed, device)
+    optimizer = build_optimizer(policy, lr=ws.lr, betas=ADAMW_BETAS, weight_decay=ADAMW_WEIGHT_DECAY)
     domains = [d for d in map(get_domain, config.rollout.domains) if has_demonstrations(d, seed)]
     if not domains or ws.max_steps == 0:
-        model.eval()
-        return model, {"steps": 0, "validation_pass@1": {}, "history": [],
+        policy.module.eval()
+        return policy, {"steps": 0, "validation_pass@1": {}, "history": [],
                        "skipped": "no domain with demonstrations" if ws.max_steps else "max_steps=0"}
     validation = [d.make_task("train", VALIDATION_OFFSET + i, seed)
                   for d in domains for i in range(ws.eval_tasks)]
     rng = random.Random(f"{seed}:warm_start")
-    context = config.policy.context
+    context = policy.context
     history, step, pass_rates = [], 0, {}
     for step in range(1, ws.max_steps + 1):
         prompts, answers = [], []
         for _ in range(ws.batch_size):
             domain = rng.choice(domains)
             task = domain.make_task("train", DEMONSTRATION_OFFSET + rng.randrange(10**6), seed)
-            answer = encode_answer(domain.demonstration(task, rng))[: context // 2]
+            answer = policy.encode_response(domain.demonstration(task, rng))[: context // 2]
             answers.append(answer)
-            prompts.append(fit_prompt(encode_prompt(task["prompt"]), context - len(answer)))
-        model.train()
-        loss = supervised_step(model, optimizer, prompts, answers, device)
+            prompts.append(fit_prompt(policy.encode_prompt(task["prompt"]), context - len(answer)))
+        policy.module.train()
+        loss = supervised_step(policy, optimizer, prompts, answers, device)
         if step % ws.eval_every == 0 or step == ws.max_steps:
-            model.eval()
-            scored, _ = plain_rollout(model, validation, n_samples=1, temperature=0.0, seed=seed,
+            policy.module.eval()
+            scored, _ = plain_rollout(policy, validation, n_samples=1, temperature=0.0, seed=seed,
                                       mode="validation", sandbox=config.rollout.sandbox,
                                       sandbox_options=parse_options(config.rollout.sandbox_options))
             pass_rates = pass_rate_by_domain(scored)
@@ -74,5 +75,5 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
                 progress(step, {"loss": loss, **pass_rates})
             if mean >= ws.target_mean_pass:
                 break
-    model.eval()
-    return model, {"steps": step, "validation_pass@1": pass_rates, "history": history}
+    policy.module.eval()
+    return policy, {"steps": step, "validation_pass@1": pass_rates, "history": history}

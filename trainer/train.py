@@ -5,13 +5,8 @@
                     "runs/r/checkpoints/iteration=3", TrainConfig(), seed=3)
 """
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
-from flywheel.trainer.train_step import (
-    TrainConfig,
-    apply_hyperparams,
-    build_optimizer,
-    pick_device,
-    train_on_rows,
-)
+from flywheel.trainer.optimizer import apply_hyperparams, build_optimizer
+from flywheel.trainer.train_step import TrainConfig, pick_device, train_on_rows
 from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS, read_trajectories
 
 
@@ -26,16 +21,16 @@ def train_iteration(
     device = pick_device()
     rows = read_trajectories(trajectories_uri, columns=TRAIN_COLUMNS).to_pylist()
     ckpt = load_checkpoint(init_checkpoint_uri, device=device)
-    model = ckpt.model
-    optimizer = build_optimizer(model, cfg)
+    policy = ckpt.policy
+    optimizer = build_optimizer(policy, **cfg.adamw())
     if ckpt.optimizer_state is not None:
         optimizer.load_state_dict(ckpt.optimizer_state)  # keeps Adam's moments...
-        apply_hyperparams(optimizer, cfg)  # ...but this iteration's lr, betas, weight decay
-    stats = train_on_rows(model, optimizer, rows, cfg, seed=seed, device=device)
+        apply_hyperparams(optimizer, **cfg.adamw())  # ...but this iteration's lr, betas, weight decay
+    stats = train_on_rows(policy, optimizer, rows, cfg, seed=seed, device=device)
     meta = {
         "policy_version": int(ckpt.meta.get("policy_version", 0)) + 1,
         "train_stats": stats,
         "train_config": cfg.to_dict(),
     }
-    save_checkpoint(out_checkpoint_uri, model, optimizer, meta)
+    save_checkpoint(out_checkpoint_uri, policy, optimizer, meta)
     return stats

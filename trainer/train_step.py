@@ -10,8 +10,7 @@ import numpy as np
 import torch
 
 from flywheel.trainer.losses import LOSSES, masked_mean
-from flywheel.trainer.model import TinyPolicy, policy_logprobs
-from flywheel.trainer.tokens import EOS, SPECIALS
+from flywheel.trainer.policy import Policy
 from flywheel.trainer.trajectory_batches import make_batch
 
 
@@ -29,6 +28,10 @@ class TrainConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def adamw(self) -> dict:
+        """The optimizer's hyperparameters, for build_optimizer and apply_hyperparams."""
+        return {"lr": self.lr, "betas": self.betas, "weight_decay": self.weight_decay}
+
 
 def pick_device() -> torch.device:
     """CUDA when present, else CPU with FLYWHEEL_TORCH_THREADS intra-op threads (default 1).
@@ -44,36 +47,9 @@ def pick_device() -> torch.device:
     return torch.device("cpu")
 
 
-def build_optimizer(model: TinyPolicy, cfg: TrainConfig) -> torch.optim.AdamW:
-    return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
-
-
-def apply_hyperparams(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> None:
-    """Make cfg win over hyperparameters restored with an optimizer state (e.g. the warm start's lr)."""
-    for group in optimizer.param_groups:
-        group.update(lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
-
-
-_NOT_TARGETS = torch.tensor([t for t in SPECIALS if t != EOS])
-
-
-def token_logprobs(
-    model: TinyPolicy, input_ids: torch.Tensor, attn_mask: torch.Tensor, temperatures: torch.Tensor
-) -> torch.Tensor:
-    """Log-prob of each next token under the sampling distribution: (B, T) -> (B, T-1).
-
-    Padding targets (PAD, which the distribution bans) are scored as token 0 instead of -inf,
-    so masked-out positions stay finite.
-    """
-    logp = policy_logprobs(model(input_ids, attn_mask)[:, :-1].float(), temperatures)
-    targets = input_ids[:, 1:]
-    targets = torch.where(torch.isin(targets, _NOT_TARGETS.to(targets.device)), 0, targets)
-    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-
-
 @torch.enable_grad()  # training needs autograd even if a caller switched it off globally
 def train_on_rows(
-    model: TinyPolicy,
+    policy: Policy,
     optimizer: torch.optim.Optimizer,
     rows: list[dict],
     cfg: TrainConfig,
@@ -98,18 +74,19 @@ def train_on_rows(
         return {**stats, **counts}
     loss_fn = LOSSES.get(cfg.loss)
     rng = np.random.default_rng(seed)
-    model.train()
+    policy.module.train()
     for _ in range(cfg.epochs):
         order = rng.permutation(len(rows))
         for start in range(0, len(rows), cfg.minibatch_size):
-            b = make_batch([rows[i] for i in order[start : start + cfg.minibatch_size]], device)
-            logprobs = token_logprobs(model, b["input_ids"], b["attn_mask"], b["temperatures"])
+            minibatch = [rows[i] for i in order[start : start + cfg.minibatch_size]]
+            b = make_batch(minibatch, policy.pad_id, device)
+            logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
             loss, step_stats = loss_fn(
                 logprobs, b["old_logprobs"], b["advantages"], b["response_mask"], cfg.clip_eps
             )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            grad_norm = torch.nn.utils.clip_grad_norm_(policy.module.parameters(), cfg.max_grad_norm)
             optimizer.step()
             counts["n_steps"] += 1
             for k, v in {"loss": loss.item(), "grad_norm": grad_norm.item(), **step_stats}.items():
@@ -119,7 +96,7 @@ def train_on_rows(
 
 @torch.enable_grad()
 def supervised_step(
-    model: TinyPolicy,
+    policy: Policy,
     optimizer: torch.optim.Optimizer,
     prompts: list[list[int]],
     answers: list[list[int]],
@@ -130,9 +107,10 @@ def supervised_step(
         {"prompt_token_ids": p, "response_token_ids": a, "response_logprobs": [0.0] * len(a)}
         for p, a in zip(prompts, answers)
     ]
-    b = make_batch([dict(r, advantage=0.0, sampling_temperature=1.0) for r in rows], device)
-    model.train()
-    logprobs = token_logprobs(model, b["input_ids"], b["attn_mask"], b["temperatures"])
+    rows = [dict(r, advantage=0.0, sampling_temperature=1.0) for r in rows]
+    b = make_batch(rows, policy.pad_id, device)
+    policy.module.train()
+    logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
     loss = -masked_mean(logprobs, b["response_mask"])
     optimizer.zero_grad(set_to_none=True)
     loss.backward()

@@ -11,7 +11,6 @@ import torch
 
 from flywheel.schemas import PARTITION_COLUMNS, TRAJECTORIES
 from flywheel.schemas.validation import check_table_versions
-from flywheel.trainer.tokens import PAD
 from flywheel.schemas.uris import resolve_uri
 
 TRAIN_COLUMNS = [
@@ -54,23 +53,24 @@ def read_trajectories(uri: str, columns: list[str] | None = None) -> pa.Table:
     return table
 
 
-def make_batch(rows: list[dict], device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+def make_batch(rows: list[dict], pad_id: int,
+               device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
     """Rows -> right-padded tensors. With L = longest prompt+response:
 
-    input_ids (B, L) long, PAD-filled; attn_mask (B, L) bool;
+    input_ids (B, L) long, filled with the policy's `pad_id`; attn_mask (B, L) bool;
     response_mask (B, L-1) float, 1 where target input_ids[:, t+1] is a response token;
     old_logprobs (B, L-1) float, the sampler's log-probs at those positions, 0 elsewhere;
     advantages (B,) float; temperatures (B,) float.
     """
     seqs = [list(r["prompt_token_ids"]) + list(r["response_token_ids"]) for r in rows]
     B, L = len(rows), max(len(s) for s in seqs)
-    input_ids = torch.full((B, L), PAD, dtype=torch.long)
+    input_ids = torch.full((B, L), pad_id, dtype=torch.long)
     attn_mask = torch.zeros((B, L), dtype=torch.bool)
     response_mask = torch.zeros((B, L - 1))
     old_logprobs = torch.zeros((B, L - 1))
     for i, (r, s) in enumerate(zip(rows, seqs)):
         p, n = len(r["prompt_token_ids"]), len(r["response_token_ids"])
-        assert p >= 1, "a prompt holds at least BOS"
+        assert p >= 1, "a prompt holds at least one token"
         input_ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
         attn_mask[i, : len(s)] = True
         response_mask[i, p - 1 : p - 1 + n] = 1.0  # position t predicts token t+1

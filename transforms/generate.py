@@ -1,23 +1,28 @@
 """Generate: the policy samples each attempt's response through Beam RunInference.
 
-PolicyModelHandler loads the tiny torch policy (from a checkpoint URI, or built from its config
-and seed) once per worker, and samples a batch of attempts together. Each attempt's tokens depend
-only on its own seed, so results do not depend on how Beam batched the elements.
+PolicyModelHandler loads the policy once per worker (from a checkpoint URI, whose config.json
+names its backend, or created fresh from the run's backend, options and seed) and samples a batch
+of attempts together. Each attempt's tokens depend only on its own seed, so results do not depend
+on how Beam batched the elements. Only the Policy protocol is used here: any backend fits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
 from flywheel.transforms.errors import count, now
 
+if TYPE_CHECKING:  # torch loads in load_model, on the worker, not where the pipeline is built
+    from flywheel.trainer.policy import Policy
+
 
 def fit_prompt(ids: list[int], limit: int) -> list[int]:
-    """Keep BOS and the last tokens of a prompt longer than `limit` (the end holds the question).
+    """Keep the first token (BOS) and the last tokens of a prompt longer than `limit` (the end
+    holds the question).
 
     The trajectory row stores the ids the policy actually saw, so training stays consistent.
     """
@@ -27,15 +32,13 @@ def fit_prompt(ids: list[int], limit: int) -> list[int]:
     return ids[:1] + ids[len(ids) - (limit - 1):]
 
 
-def generate_batch(model, batch: Sequence[dict]) -> list[dict]:
+def generate_batch(policy: Policy, batch: Sequence[dict]) -> list[dict]:
     """Sample one response per attempt: token ids, logprobs, finish reason and decoded text."""
-    from flywheel.trainer.sampling import sample
-    from flywheel.trainer.tokens import decode, encode_prompt
     started = now()
     max_new = max(a["max_new_tokens"] for a in batch)
-    prompts = [fit_prompt(encode_prompt(a["prompt"]), model.cfg.context - max_new) for a in batch]
-    samples = sample(model, prompts, [a["temperature"] for a in batch], [a["seed"] for a in batch],
-                     max_new)
+    prompts = [fit_prompt(policy.encode_prompt(a["prompt"]), policy.context - max_new) for a in batch]
+    samples = policy.sample(prompts, [a["temperature"] for a in batch], [a["seed"] for a in batch],
+                            max_new)
     results = []
     for attempt, prompt_ids, s in zip(batch, prompts, samples):
         ids, logprobs, finish = list(s.token_ids), list(s.logprobs), s.finish_reason
@@ -44,33 +47,39 @@ def generate_batch(model, batch: Sequence[dict]) -> list[dict]:
             ids, logprobs, finish = ids[:limit], logprobs[:limit], "length"
         results.append({"prompt_token_ids": prompt_ids, "response_token_ids": ids,
                         "response_logprobs": logprobs, "finish_reason": finish,
-                        "response": decode(ids), "started_at": started})
+                        "response": policy.decode(ids), "started_at": started})
     return results
 
 
 class PolicyModelHandler(ModelHandler[dict, PredictionResult, Any]):
-    """RunInference handler for the built-in byte-level policy."""
+    """RunInference handler for any policy backend.
 
-    def __init__(self, checkpoint_uri: str | None, *, policy_config: dict | None = None,
-                 init_seed: int = 0, max_batch_size: int = 256):
+    With `checkpoint_uri` the checkpoint decides the backend; without one, a fresh policy of
+    `backend` is created from `options` and `init_seed` (an iteration before any checkpoint).
+    """
+
+    def __init__(self, checkpoint_uri: str | None, *, backend: str = "tiny",
+                 options: dict | None = None, init_seed: int = 0, max_batch_size: int = 256):
         self.checkpoint_uri = checkpoint_uri
-        self.policy_config = policy_config or {}
+        self.backend = backend
+        self.options = options or {}
         self.init_seed = init_seed
         self.max_batch_size = max_batch_size
 
-    def load_model(self):
+    def load_model(self) -> Policy:
         from flywheel.trainer.checkpoint import load_checkpoint
-        from flywheel.trainer.model import PolicyConfig, build_policy
+        from flywheel.trainer.policies import create_policy
         from flywheel.trainer.train_step import pick_device
         device = pick_device()
         if self.checkpoint_uri:
-            model = load_checkpoint(self.checkpoint_uri, device=device).model
+            policy = load_checkpoint(self.checkpoint_uri, device=device).policy
         else:
-            model = build_policy(PolicyConfig.from_dict(self.policy_config), self.init_seed).to(device)
-        model.eval()  # sampling runs under no_grad; grad mode stays global and untouched
-        return model
+            policy = create_policy(self.backend, self.options, self.init_seed, device)
+        policy.module.eval()  # sampling runs under no_grad; grad mode stays global and untouched
+        return policy
 
-    def run_inference(self, batch: Sequence[dict], model, inference_args=None) -> Iterable[PredictionResult]:
+    def run_inference(self, batch: Sequence[dict], model: Policy,
+                      inference_args=None) -> Iterable[PredictionResult]:
         return [PredictionResult(a, out) for a, out in zip(batch, generate_batch(model, batch))]
 
     def batch_elements_kwargs(self):

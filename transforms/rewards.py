@@ -1,8 +1,9 @@
 """NormalizeRewards: group-relative advantages over the N attempts of each task.
 
-The estimator comes from the trainer's registry (ADVANTAGES: grpo, dr_grpo, rloo, ...). Attempts that errored are
-left out of their group's statistics; groups whose rewards are all equal carry no learning signal
-and are marked `zero_variance` (advantage 0) for FilterTrajectories.
+The estimator comes from the trainer's registry (ADVANTAGES: grpo, dr_grpo, rloo, ...).
+Attempts that errored are left out of their group's statistics; groups whose rewards are all
+equal carry no learning signal and are marked `zero_variance` (advantage 0) for
+FilterTrajectories.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 import pytest
 
-from flywheel.pipelines.config import PolicySettings, RolloutSettings, RunConfig, WarmStartSettings
+from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig, WarmStartSettings
 from flywheel.trainer.train_step import TrainConfig
 
 
@@ -13,7 +13,7 @@ def tiny_config(**rollout) -> RunConfig:
                                    **rollout}),
         warm_start=WarmStartSettings(max_steps=20, eval_every=20, eval_tasks=4, batch_size=32),
         train=TrainConfig(minibatch_size=32, epochs=1),
-        policy=PolicySettings())
+        policy=PolicySpec())
 
 
 @pytest.fixture

@@ -2,31 +2,31 @@ import pytest
 import torch
 
 from flywheel.trainer.checkpoint import checkpoint_exists, load_checkpoint, save_checkpoint
-from flywheel.trainer.model import PolicyConfig, build_policy
-from flywheel.trainer.train_step import TrainConfig, build_optimizer, supervised_step
-from flywheel.trainer.tokens import encode_answer, encode_prompt
+from flywheel.trainer.optimizer import build_optimizer
+from flywheel.trainer.policies import create_policy
+from flywheel.trainer.train_step import TrainConfig, supervised_step
 
 
 def _trained():
-    model = build_policy(PolicyConfig(d_model=32, n_layers=2, context=24), 0)
-    opt = build_optimizer(model, TrainConfig())
-    supervised_step(model, opt, [encode_prompt("ab")], [encode_answer("ba")])
-    return model, opt
+    policy = create_policy("tiny", {"d_model": 32, "n_layers": 2, "context": 24}, 0)
+    opt = build_optimizer(policy, **TrainConfig().adamw())
+    supervised_step(policy, opt, [policy.encode_prompt("ab")], [policy.encode_response("ba")])
+    return policy, opt
 
 
 @pytest.mark.parametrize("as_uri", [False, True])
 def test_round_trip(tmp_path, as_uri):
-    model, opt = _trained()
+    policy, opt = _trained()
     uri = (tmp_path / "ckpt" / "iteration=0").as_uri() if as_uri else str(tmp_path / "ckpt" / "iteration=0")
     assert not checkpoint_exists(uri)
-    save_checkpoint(uri, model, opt, {"policy_version": 4})
+    save_checkpoint(uri, policy, opt, {"policy_version": 4})
     assert checkpoint_exists(uri)
     ck = load_checkpoint(uri)
-    assert ck.config == model.cfg and ck.meta == {"policy_version": 4}
-    for (name, a), b in zip(model.state_dict().items(), ck.model.state_dict().values()):
+    assert ck.policy.config == policy.config and ck.meta == {"policy_version": 4}
+    for (name, a), b in zip(policy.module.state_dict().items(), ck.policy.module.state_dict().values()):
         assert torch.equal(a, b), name
-    assert ck.model.head.weight is ck.model.tok_emb.weight  # tying survives the load
-    reloaded = build_optimizer(ck.model, TrainConfig())
+    assert ck.policy.module.head.weight is ck.policy.module.tok_emb.weight  # tying survives the load
+    reloaded = build_optimizer(ck.policy, **TrainConfig().adamw())
     reloaded.load_state_dict(ck.optimizer_state)
     for sa, sb in zip(opt.state.values(), reloaded.state.values()):
         for k in sa:
@@ -34,8 +34,8 @@ def test_round_trip(tmp_path, as_uri):
 
 
 def test_without_optimizer_and_missing(tmp_path):
-    model, _ = _trained()
-    save_checkpoint(str(tmp_path), model, None, {})
+    policy, _ = _trained()
+    save_checkpoint(str(tmp_path), policy, None, {})
     assert load_checkpoint(str(tmp_path)).optimizer_state is None
     with pytest.raises(FileNotFoundError):
         load_checkpoint(str(tmp_path / "nowhere"))

@@ -7,19 +7,12 @@ import pytest
 import torch
 
 from flywheel.schemas import SchemaVersionError, rows_to_file_table
-from flywheel.trainer.advantages import get_advantage
+from flywheel.trainer.advantages import ADVANTAGES
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
-from flywheel.trainer.model import PolicyConfig, build_policy
-from flywheel.trainer.sampling import sample
-from flywheel.trainer.tokens import decode, encode_answer, encode_prompt
+from flywheel.trainer.optimizer import build_optimizer
+from flywheel.trainer.policies import create_policy
 from flywheel.trainer.train import train_iteration
-from flywheel.trainer.train_step import (
-    TrainConfig,
-    build_optimizer,
-    supervised_step,
-    token_logprobs,
-    train_on_rows,
-)
+from flywheel.trainer.train_step import TrainConfig, supervised_step, train_on_rows
 from flywheel.trainer.trajectory_batches import make_batch, read_trajectories
 
 SCHEMA = pa.schema(
@@ -35,13 +28,21 @@ SCHEMA = pa.schema(
 )
 
 
-def _rollout(model, n_tasks=8, group=4, seed=0):
+def _policy(seed=0):
+    return create_policy("tiny", {}, seed)
+
+
+def _optimizer(policy, cfg):
+    return build_optimizer(policy, **cfg.adamw())
+
+
+def _rollout(policy, n_tasks=8, group=4, seed=0):
     """Real samples, rewarded for starting with an even byte, with GRPO advantages per group."""
-    prompts = [encode_prompt(f"{i}+{i}=") for i in range(n_tasks) for _ in range(group)]
+    prompts = [policy.encode_prompt(f"{i}+{i}=") for i in range(n_tasks) for _ in range(group)]
     seeds = [seed * 1000 + i for i in range(len(prompts))]
-    out = sample(model, prompts, [1.0] * len(prompts), seeds, max_new_tokens=8)
+    out = policy.sample(prompts, [1.0] * len(prompts), seeds, max_new_tokens=8)
     rewards = np.array([float(s.token_ids[0] % 2 == 0) for s in out])
-    adv = np.concatenate([get_advantage("grpo")(g) for g in rewards.reshape(n_tasks, group)])
+    adv = np.concatenate([ADVANTAGES.get("grpo")(g) for g in rewards.reshape(n_tasks, group)])
     return [
         dict(task_id=str(i // group), prompt_token_ids=p, response_token_ids=s.token_ids,
              response_logprobs=s.logprobs, advantage=float(a), sampling_temperature=1.0, filtered=i % 7 == 0)
@@ -60,11 +61,12 @@ def _write(folder, rows, flywheel_format=False):
 
 
 def test_train_iteration_changes_the_weights(tmp_path):
-    model = build_policy(PolicyConfig(), 0).eval()
-    rows = _rollout(model)
+    policy = _policy()
+    policy.module.eval()
+    rows = _rollout(policy)
     folder = tmp_path / "tables" / "trajectories" / "iteration=0"
     _write(folder / "domain=x", rows, flywheel_format=True)
-    save_checkpoint(str(tmp_path / "ck0"), model, None, {"policy_version": 0})
+    save_checkpoint(str(tmp_path / "ck0"), policy, None, {"policy_version": 0})
 
     cfg = TrainConfig(minibatch_size=8)
     stats = train_iteration(str(folder), str(tmp_path / "ck0"), str(tmp_path / "ck1"), cfg, seed=0)
@@ -77,7 +79,7 @@ def test_train_iteration_changes_the_weights(tmp_path):
     new = load_checkpoint(str(tmp_path / "ck1"))
     assert new.meta["policy_version"] == 1 and new.meta["train_stats"] == stats
     assert new.optimizer_state is not None
-    for (name, a), b in zip(model.state_dict().items(), new.model.state_dict().values()):
+    for (name, a), b in zip(policy.module.state_dict().items(), new.policy.module.state_dict().values()):
         assert torch.isfinite(b).all() and not torch.equal(a, b), f"{name} did not move"
 
     # The next iteration resumes Adam's state, but with its own lr.
@@ -88,7 +90,7 @@ def test_train_iteration_changes_the_weights(tmp_path):
 
 
 def test_read_trajectories_takes_partitions_from_the_path(tmp_path):
-    rows = _rollout(build_policy(PolicyConfig(), 0).eval(), n_tasks=2)
+    rows = _rollout(_policy(), n_tasks=2)
     root = tmp_path / "trajectories"
     _write(root / "iteration=3" / "domain=add", rows[:5])
     _write(root / "iteration=3" / "domain=7", rows[5:])  # a numeric-looking domain stays a string
@@ -108,7 +110,7 @@ def test_read_trajectories_takes_partitions_from_the_path(tmp_path):
 
 
 def test_read_trajectories_rejects_an_unknown_major_version(tmp_path):
-    rows = _rollout(build_policy(PolicyConfig(), 0).eval(), n_tasks=1)
+    rows = _rollout(_policy(), n_tasks=1)
     folder = tmp_path / "iteration=0"
     _write(folder / "domain=x", rows, flywheel_format=True)
     assert read_trajectories(str(folder)).column("schema_version")[0].as_py().startswith("1.")
@@ -118,45 +120,46 @@ def test_read_trajectories_rejects_an_unknown_major_version(tmp_path):
 
 
 def test_advantage_sign_moves_logprobs():
-    model = build_policy(PolicyConfig(), 0).eval()
-    rows = [r for r in _rollout(model, n_tasks=16, group=8) if r["advantage"] != 0]
-    b = make_batch(rows)
+    policy = _policy()
+    policy.module.eval()
+    rows = [r for r in _rollout(policy, n_tasks=16, group=8) if r["advantage"] != 0]
+    b = make_batch(rows, policy.pad_id)
 
     def seq_logprob():
         with torch.no_grad():
-            lp = token_logprobs(model, b["input_ids"], b["attn_mask"], b["temperatures"])
+            lp = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
         return (lp * b["response_mask"]).sum(1)
 
     before = seq_logprob()
-    train_on_rows(model, build_optimizer(model, TrainConfig(lr=1e-3)), rows, TrainConfig(), seed=0)
+    train_on_rows(policy, _optimizer(policy, TrainConfig(lr=1e-3)), rows, TrainConfig(), seed=0)
     change = seq_logprob() - before
     pos = b["advantages"] > 0
     assert change[pos].mean() > 0 > change[~pos].mean()
 
 
 def test_no_signal_means_no_step():
-    model = build_policy(PolicyConfig(), 0)
-    rows = [dict(r, advantage=0.0) for r in _rollout(model, n_tasks=2)]
-    before = [p.clone() for p in model.parameters()]
-    stats = train_on_rows(model, build_optimizer(model, TrainConfig()), rows, TrainConfig(), 0)
+    policy = _policy()
+    rows = [dict(r, advantage=0.0) for r in _rollout(policy, n_tasks=2)]
+    before = [p.clone() for p in policy.module.parameters()]
+    stats = train_on_rows(policy, _optimizer(policy, TrainConfig()), rows, TrainConfig(), 0)
     assert stats["n_steps"] == 0 and stats["n_sequences"] == 0
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.module.parameters()))
 
 
 def test_training_works_even_with_grad_switched_off_globally():
-    model = build_policy(PolicyConfig(), 0)
-    opt = build_optimizer(model, TrainConfig())
+    policy = _policy()
+    opt = _optimizer(policy, TrainConfig())
     with torch.no_grad():  # e.g. a sampler's setup() that ran earlier in the same process
-        loss = supervised_step(model, opt, [encode_prompt("ab")], [encode_answer("ba")])
-        stats = train_on_rows(model, opt, _rollout(model, n_tasks=2), TrainConfig(), 0)
+        loss = supervised_step(policy, opt, [policy.encode_prompt("ab")], [policy.encode_response("ba")])
+        stats = train_on_rows(policy, opt, _rollout(policy, n_tasks=2), TrainConfig(), 0)
     assert np.isfinite(loss) and stats["n_steps"] > 0
 
 
 def test_non_finite_advantage_is_refused():
-    model = build_policy(PolicyConfig(), 0)
-    rows = [dict(r, advantage=float("nan")) for r in _rollout(model, n_tasks=1)]
+    policy = _policy()
+    rows = [dict(r, advantage=float("nan")) for r in _rollout(policy, n_tasks=1)]
     with pytest.raises(ValueError, match="non-finite"):
-        train_on_rows(model, build_optimizer(model, TrainConfig()), rows, TrainConfig(), 0)
+        train_on_rows(policy, _optimizer(policy, TrainConfig()), rows, TrainConfig(), 0)
 
 
 def test_make_batch_aligns_response_with_targets():
@@ -166,7 +169,7 @@ def test_make_batch_aligns_response_with_targets():
         dict(prompt_token_ids=[256], response_token_ids=[9], response_logprobs=[-1.0],
              advantage=-1.0, sampling_temperature=0.0),
     ]
-    b = make_batch(rows)
+    b = make_batch(rows, pad_id=258)
     assert b["input_ids"].tolist() == [[256, 1, 2, 3, 257], [256, 9, 258, 258, 258]]
     assert b["response_mask"].tolist() == [[0, 0, 1, 1], [1, 0, 0, 0]]
     assert b["old_logprobs"].tolist() == [[0, 0, -0.5, -0.25], [-1.0, 0, 0, 0]]
@@ -177,11 +180,12 @@ def test_make_batch_aligns_response_with_targets():
 def test_supervised_warm_start_learns_reversal():
     torch.manual_seed(0)
     pairs = [(a + b, b + a) for a, b in itertools.product("abcde", repeat=2)]
-    prompts = [encode_prompt(f"rev:{p}=") for p, _ in pairs]
-    answers = [encode_answer(a) for _, a in pairs]
-    model = build_policy(PolicyConfig(), 0)
-    opt = build_optimizer(model, TrainConfig(lr=3e-3))
-    losses = [supervised_step(model, opt, prompts, answers) for _ in range(200)]
+    policy = _policy()
+    prompts = [policy.encode_prompt(f"rev:{p}=") for p, _ in pairs]
+    answers = [policy.encode_response(a) for _, a in pairs]
+    opt = _optimizer(policy, TrainConfig(lr=3e-3))
+    losses = [supervised_step(policy, opt, prompts, answers) for _ in range(200)]
     assert losses[-1] < 0.1 * losses[0]
-    out = sample(model.eval(), prompts, [0.0] * len(prompts), list(range(len(prompts))), 8)
-    assert [decode(s.token_ids) for s in out] == [a for _, a in pairs]
+    policy.module.eval()
+    out = policy.sample(prompts, [0.0] * len(prompts), list(range(len(prompts))), 8)
+    assert [policy.decode(s.token_ids) for s in out] == [a for _, a in pairs]

@@ -1,12 +1,20 @@
-from flywheel.trainer.tokens import BOS, EOS, PAD, VOCAB_SIZE, decode, encode_answer, encode_prompt
+from flywheel.trainer.policies.tiny.tokens import (
+    BOS,
+    EOS,
+    PAD,
+    VOCAB_SIZE,
+    decode,
+    encode_prompt,
+    encode_response,
+)
 
 
 def test_round_trip_including_multibyte():
     for text in ["", "17+5=", "rev:abcd=", "héllo ✓"]:
         assert encode_prompt(text)[0] == BOS
-        assert encode_answer(text)[-1] == EOS
+        assert encode_response(text)[-1] == EOS
         assert decode(encode_prompt(text)) == text
-        assert decode(encode_answer(text)) == text
+        assert decode(encode_response(text)) == text
 
 
 def test_decode_stops_at_eos_and_skips_specials():

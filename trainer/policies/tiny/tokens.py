@@ -16,7 +16,7 @@ def encode_prompt(text: str) -> list[int]:
     return [BOS] + list(text.encode("utf-8"))
 
 
-def encode_answer(text: str) -> list[int]:
+def encode_response(text: str) -> list[int]:
     """The UTF-8 bytes of `text` + [EOS]: what the policy should emit."""
     return list(text.encode("utf-8")) + [EOS]
 

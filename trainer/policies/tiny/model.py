@@ -1,21 +1,23 @@
-"""The built-in tiny policy: a byte-level causal transformer small enough to train on 2 CPU cores.
+"""The tiny backend's network: a byte-level causal transformer small enough to train on 2 CPU cores.
 
 nanoGPT's shape (pre-LN blocks, learned positions, tied embeddings) plus one addition that batched
 sampling needs: an `attn_mask` for left padding, under which a padded row gives the same logits
 as the row alone (positions count from the first real token; padded keys are never attended).
 """
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from flywheel.trainer.tokens import EOS, SPECIALS, VOCAB_SIZE
+from flywheel.trainer.policies.tiny.tokens import EOS, SPECIALS, VOCAB_SIZE
 
 
 @dataclass(frozen=True)
-class PolicyConfig:
+class TinyConfig:
+    """The architecture; its defaults are the run's unless `--policy-options` says otherwise."""
     vocab_size: int = VOCAB_SIZE
     d_model: int = 64
     n_layers: int = 3
@@ -26,12 +28,17 @@ class PolicyConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PolicyConfig":
+    def from_dict(cls, d: Mapping[str, object]) -> "TinyConfig":
+        """From config.json or the run's policy options; an unknown key is an error."""
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ValueError(f"unknown tiny policy option(s) {unknown}; known: {', '.join(known)}")
         return cls(**d)
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, cfg: PolicyConfig):
+    def __init__(self, cfg: TinyConfig):
         super().__init__()
         self.n_heads = cfg.n_heads
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
@@ -52,7 +59,7 @@ class SelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: PolicyConfig):
+    def __init__(self, cfg: TinyConfig):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.attn = SelfAttention(cfg)
@@ -68,8 +75,8 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-class TinyPolicy(nn.Module):
-    def __init__(self, cfg: PolicyConfig):
+class TinyTransformer(nn.Module):
+    def __init__(self, cfg: TinyConfig):
         super().__init__()
         assert cfg.d_model % cfg.n_heads == 0
         self.cfg = cfg
@@ -110,13 +117,10 @@ class TinyPolicy(nn.Module):
             x = block(x, mask, cache[i] if cache is not None else None)
         return self.head(self.ln_f(x))
 
-    def num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
 
-
-def build_policy(cfg: PolicyConfig = PolicyConfig(), seed: int = 0) -> TinyPolicy:
-    """A freshly initialised policy; the same (cfg, seed) gives the same weights anywhere."""
-    model = TinyPolicy(cfg)
+def build_transformer(cfg: TinyConfig, seed: int) -> TinyTransformer:
+    """A freshly initialised network; the same (cfg, seed) gives the same weights anywhere."""
+    model = TinyTransformer(cfg)
     g = torch.Generator().manual_seed(seed)
     resid_std = 0.02 / math.sqrt(2 * cfg.n_layers)  # GPT-2: residual writes scaled by depth
     with torch.no_grad():
@@ -128,7 +132,7 @@ def build_policy(cfg: PolicyConfig = PolicyConfig(), seed: int = 0) -> TinyPolic
     return model
 
 
-_BANNED = [t for t in SPECIALS if t != EOS]
+BANNED = [t for t in SPECIALS if t != EOS]
 
 
 def policy_logprobs(logits: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
@@ -139,5 +143,5 @@ def policy_logprobs(logits: torch.Tensor, temperatures: torch.Tensor) -> torch.T
     """
     t = torch.where(temperatures > 0, temperatures, torch.ones_like(temperatures)).to(logits.dtype)
     logits = logits / t.view(-1, *([1] * (logits.dim() - 1)))
-    logits = logits.index_fill(-1, torch.tensor(_BANNED, device=logits.device), float("-inf"))
+    logits = logits.index_fill(-1, torch.tensor(BANNED, device=logits.device), float("-inf"))
     return F.log_softmax(logits, dim=-1)

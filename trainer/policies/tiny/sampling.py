@@ -1,4 +1,4 @@
-"""Batched sampling from the tiny policy, reproducible row by row.
+"""Batched sampling from the tiny network, reproducible row by row.
 
 Row i draws its uniforms from `np.random.default_rng(seeds[i])` and picks its token by inverse
 CDF, so a row's sample depends on its own prompt, temperature and seed only: never on which
@@ -10,27 +10,20 @@ The prompts run once through the model to fill a KV cache; each step then feeds 
 row (3x faster than recomputing the context each step for 1024 rows x 12 tokens on 2 cores).
 """
 import copy
-from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from flywheel.trainer.model import TinyPolicy, policy_logprobs
-from flywheel.trainer.tokens import EOS, PAD
-
-
-@dataclass
-class Sample:
-    token_ids: list[int]
-    logprobs: list[float]  # of each token under the sampling distribution (T=1 when greedy)
-    finish_reason: Literal["stop", "length"]
+from flywheel.trainer.policies.tiny.model import TinyTransformer, policy_logprobs
+from flywheel.trainer.policies.tiny.tokens import EOS, PAD
+from flywheel.trainer.policy import Sample
 
 
 @torch.no_grad()
 def sample(
-    model: TinyPolicy,
-    prompts: list[list[int]],
+    model: TinyTransformer,
+    prompts: Sequence[Sequence[int]],
     temperatures: Sequence[float],
     seeds: Sequence[int],
     max_new_tokens: int,

@@ -2,17 +2,17 @@ import numpy as np
 import pytest
 import torch
 
-from flywheel.trainer.model import PolicyConfig, build_policy
-from flywheel.trainer.sampling import sample
-from flywheel.trainer.tokens import BOS, EOS, PAD, encode_prompt
-from flywheel.trainer.train_step import token_logprobs
+from flywheel.trainer.policies.tiny.model import TinyConfig, build_transformer
+from flywheel.trainer.policies.tiny.sampling import sample
+from flywheel.trainer.policies.tiny.policy import TinyPolicy
+from flywheel.trainer.policies.tiny.tokens import BOS, EOS, PAD, encode_prompt
 from flywheel.trainer.trajectory_batches import make_batch
 
 PROMPTS = [encode_prompt(t) for t in ["17+5=", "rev:abcd=", "9=", "expr for 14:", "a", "12+30="]]
 
 
 def _model():
-    return build_policy(PolicyConfig(), 3).eval()
+    return build_transformer(TinyConfig(), 3).eval()
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -72,8 +72,8 @@ def test_logprobs_match_the_trainers_recomputation():
              advantage=1.0, sampling_temperature=t)
         for p, s, t in zip(PROMPTS, out, temps)
     ]
-    b = make_batch(rows)
+    b = make_batch(rows, PAD)
     with torch.no_grad():
-        new = token_logprobs(model, b["input_ids"], b["attn_mask"], b["temperatures"])
+        new = TinyPolicy(model).token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
     m = b["response_mask"].bool()
     torch.testing.assert_close(new[m], b["old_logprobs"][m], atol=1e-5, rtol=0)

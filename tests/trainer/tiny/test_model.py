@@ -1,16 +1,20 @@
 import torch
 
-from flywheel.trainer.model import PolicyConfig, build_policy, policy_logprobs
-from flywheel.trainer.tokens import BOS, EOS, PAD
+import pytest
+
+from flywheel.trainer.policies.tiny.model import TinyConfig, build_transformer, policy_logprobs
+from flywheel.trainer.policies.tiny.tokens import BOS, EOS, PAD
 
 
 def test_config_round_trip():
-    cfg = PolicyConfig(d_model=32, n_layers=2)
-    assert PolicyConfig.from_dict(cfg.to_dict()) == cfg
+    cfg = TinyConfig(d_model=32, n_layers=2)
+    assert TinyConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="d_model"):  # an unknown option names the known ones
+        TinyConfig.from_dict({"width": 3})
 
 
-def test_build_policy_is_deterministic_and_tied():
-    a, b, c = (build_policy(PolicyConfig(), seed) for seed in (1, 1, 2))
+def test_build_transformer_is_deterministic_and_tied():
+    a, b, c = (build_transformer(TinyConfig(), seed) for seed in (1, 1, 2))
     for (name, pa), pb in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(pa, pb), name
     assert not torch.equal(a.tok_emb.weight, c.tok_emb.weight)
@@ -18,7 +22,7 @@ def test_build_policy_is_deterministic_and_tied():
 
 
 def test_left_padding_gives_the_same_logits():
-    model = build_policy(PolicyConfig(), 0).eval()
+    model = build_transformer(TinyConfig(), 0).eval()
     row = torch.tensor([[BOS, 49, 55, 43, 53, 61, 50]])
     with torch.no_grad():
         alone = model(row)

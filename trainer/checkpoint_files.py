@@ -1,0 +1,55 @@
+"""Whole files at a URI (local path or any pyarrow.fs URI, gs://...): bytes and torch objects.
+
+The checkpoint writes config.json and optimizer.pt with these; a policy backend writes its own
+files (weights, tokenizer) with them, so every file of a checkpoint goes through one code path.
+"""
+import io
+
+import pyarrow.fs as pafs
+import torch
+
+from flywheel.schemas.uris import resolve_uri
+
+
+def join(uri: str, name: str) -> str:
+    """`name` inside the folder `uri` (a trailing slash on `uri` is allowed)."""
+    return f"{uri.rstrip('/')}/{name}"
+
+
+def write_file(uri: str, data: bytes) -> None:
+    fs, path = resolve_uri(uri)
+    with fs.open_output_stream(path) as f:
+        f.write(data)
+
+
+def read_file(uri: str) -> bytes:
+    fs, path = resolve_uri(uri)
+    with fs.open_input_file(path) as f:
+        return f.read()
+
+
+def file_exists(uri: str) -> bool:
+    fs, path = resolve_uri(uri)
+    return fs.get_file_info(path).type == pafs.FileType.File
+
+
+def delete_file(uri: str) -> None:
+    fs, path = resolve_uri(uri)
+    fs.delete_file(path)
+
+
+def make_dirs(uri: str) -> None:
+    fs, path = resolve_uri(uri)
+    fs.create_dir(path, recursive=True)
+
+
+def save_torch(uri: str, obj) -> None:
+    """torch.save of `obj` (a state_dict) to `uri`."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    write_file(uri, buf.getvalue())
+
+
+def load_torch(uri: str, device: str | torch.device = "cpu"):
+    """A state_dict saved by `save_torch`, its tensors on `device` (weights only: no pickled code)."""
+    return torch.load(io.BytesIO(read_file(uri)), map_location=device, weights_only=True)
