@@ -21,6 +21,8 @@ from rich.table import Table
 
 from flywheel.pipelines import domains_cli, sandbox_cli, tasks_cli, verify_cli
 from flywheel.pipelines.config import RunConfig, parse_options
+from flywheel.trainer.advantages import ADVANTAGES
+from flywheel.trainer.policies import POLICIES
 
 # flag -> (dotted config key, type, help); None type means a comma-separated list of strings.
 RUN_FLAGS = {
@@ -32,10 +34,13 @@ RUN_FLAGS = {
     "--heldout-per-domain": ("rollout.heldout_per_domain", int, "held-out tasks per domain"),
     "--n-samples": ("rollout.n_samples", int, "attempts per training task (group size)"),
     "--temperature": ("rollout.temperature", float, "sampling temperature"),
-    "--advantage": ("rollout.advantage", str, "advantage estimator (grpo, dr_grpo, rloo)"),
+    "--advantage": ("rollout.advantage", str, ADVANTAGES.help("advantage estimator")),
     "--sandbox": ("rollout.sandbox", str, "sandbox backend (local, docker, unsafe-subprocess)"),
     "--sandbox-options": ("rollout.sandbox_options", None,
                           "comma-separated KEY=VALUE backend options, e.g. runtime=runsc"),
+    "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
+    "--policy-options": ("policy.options", None,
+                         "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128"),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
     "--lr": ("train.lr", float, "RL learning rate"),
 }
@@ -67,7 +72,9 @@ def cmd_run(args, beam_args: list[str], console: Console) -> int:
     config, explicit = build_config(args)
     try:
         parse_options(config.rollout.sandbox_options)
-    except ValueError as e:
+        POLICIES.get(config.policy.backend)
+        config.policy.parsed_options()
+    except (KeyError, ValueError) as e:
         console.print(f"[red]error:[/] {e}")
         return 2
     if "--runner" not in " ".join(beam_args):
