@@ -55,4 +55,7 @@ def _parquet_rows(data: bytes) -> Iterator[Row]:
         yield 0, None, f"not a readable Parquet file: {e}"
         return
     for number, row in enumerate(table.to_pylist(), start=1):
-        yield number, {k: v for k, v in row.items() if v is not None}, None
+        # Tasks are JSON data wherever they come from: a timestamp, decimal or bytes cell becomes
+        # its text, as it would be written in a JSONL task file.
+        row = json.loads(json.dumps({k: v for k, v in row.items() if v is not None}, default=str))
+        yield number, row, None

@@ -1,0 +1,125 @@
+"""The attempt record: one sampled attempt at one task, as it moves through the rollout.
+
+Expand creates it; each later stage returns a copy with its own fields filled in
+(`dataclasses.replace`), never mutating its input, so a stage reads like the story of what it adds.
+`row()` is the attempt's `trajectories` row. Beam encodes attempts with `AttemptCoder`: the
+field values in order, through Beam's deterministic primitives coder (dicts by sorted key), so
+equal attempts always encode to equal bytes, whichever worker built them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import apache_beam as beam
+
+from flywheel.sandbox import ExecResult
+from flywheel.schemas import TRAJECTORIES
+
+
+@dataclass(frozen=True)
+class Attempt:
+    # Expand: who the attempt is and how to sample it
+    run_id: str
+    iteration: int
+    policy_version: int
+    mode: str                                  # train | heldout | validation | eval
+    domain: str
+    task_id: str
+    group_id: str                              # the attempts whose rewards are normalized together
+    sample_index: int
+    prompt: str
+    task: dict[str, Any]
+    sampling_temperature: float                # 0 means greedy
+    max_new_tokens: int
+    seed: int                                  # this attempt's own sampling seed
+    # Generate
+    prompt_token_ids: list[int] = field(default_factory=list)  # the ids the policy saw
+    response: str = ""
+    response_token_ids: list[int] = field(default_factory=list)
+    response_logprobs: list[float] = field(default_factory=list)
+    finish_reason: str | None = None           # stop | length
+    started_at: dt.datetime | None = None
+    # Execute
+    execution: ExecResult | None = None
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    sandbox_backend: str | None = None
+    sandbox_wall_ms: float | None = None
+    sandbox_cpu_ms: float | None = None
+    failure: str | None = None                 # input | environment | verifier: not scorable
+    # Verify
+    verifier: str | None = None
+    verifier_version: str | None = None
+    reward_raw: float | None = None
+    verdict: str | None = None                 # pass | fail | error
+    reward_components: dict[str, float] = field(default_factory=dict)
+    exploit_suspected: bool = False
+    verdict_detail: str = ""
+    finished_at: dt.datetime | None = None
+    # NormalizeRewards and FilterTrajectories
+    advantage: float | None = None
+    zero_variance: bool = False                # its group's rewards were all equal
+    filtered: bool = False
+    filter_reason: str | None = None
+
+    def replace(self, **changes) -> "Attempt":
+        return dataclasses.replace(self, **changes)
+
+    def row(self) -> dict[str, Any]:
+        """The `trajectories` row of this attempt (the table's columns that are fields)."""
+        return {name: getattr(self, name) for name in ROW_FIELDS}
+
+    def context(self) -> dict[str, Any]:
+        """What an `errors` row records about the attempt."""
+        return {name: getattr(self, name) for name in
+                ("run_id", "iteration", "domain", "task_id", "sample_index", "prompt", "response")}
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Attempt))
+ROW_FIELDS = tuple(name for name in TRAJECTORIES.names if name in FIELDS)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _maybe(fn):
+    return lambda value: None if value is None else fn(value)
+
+
+# Fields that the primitives coder cannot encode deterministically: (to primitives, back).
+_AS_PRIMITIVES = {
+    "started_at": (_maybe(lambda t: (t - _EPOCH) // dt.timedelta(microseconds=1)),
+                   _maybe(lambda us: _EPOCH + dt.timedelta(microseconds=us))),
+    "finished_at": (_maybe(lambda t: (t - _EPOCH) // dt.timedelta(microseconds=1)),
+                    _maybe(lambda us: _EPOCH + dt.timedelta(microseconds=us))),
+    "execution": (_maybe(dataclasses.astuple), _maybe(lambda values: ExecResult(*values))),
+}
+
+
+class AttemptCoder(beam.coders.Coder):
+    """Attempt <-> bytes: the field values in order (timestamps as UTC microseconds, the tables'
+    precision; the sandbox result as its fields), deterministically encoded."""
+
+    def __init__(self):
+        self._values = beam.coders.FastPrimitivesCoder().as_deterministic_coder("Attempt")
+
+    def encode(self, attempt: Attempt) -> bytes:
+        return self._values.encode(tuple(
+            _AS_PRIMITIVES[name][0](value) if name in _AS_PRIMITIVES else value
+            for name, value in ((name, getattr(attempt, name)) for name in FIELDS)))
+
+    def decode(self, encoded: bytes) -> Attempt:
+        return Attempt(*(_AS_PRIMITIVES[name][1](value) if name in _AS_PRIMITIVES else value
+                         for name, value in zip(FIELDS, self._values.decode(encoded))))
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self):
+        return Attempt
+
+
+beam.coders.registry.register_coder(Attempt, AttemptCoder)
