@@ -34,7 +34,8 @@ class Checkpoint:
     meta: dict
 
 
-def save_checkpoint(uri: str, policy: Policy, optimizer: torch.optim.Optimizer | None, meta: dict) -> None:
+def save_checkpoint(uri: str, policy: Policy, optimizer: torch.optim.Optimizer | None,
+                    meta: dict) -> None:
     """Write the policy's files (+ optimizer state) and config.json (last) under `uri`."""
     make_dirs(uri)
     saved = policy.save(uri)

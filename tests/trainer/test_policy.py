@@ -34,7 +34,8 @@ def test_create_sample_score_save_load(tmp_path, backend, options):
     temps = [1.0, 0.0, 1.3]
     samples = policy.sample(prompts, temps, seeds=[1, 2, 3], max_new_tokens=8)
     for p, s in zip(prompts, samples):
-        assert 0 < len(s.token_ids) == len(s.logprobs) <= 8 and len(p) + len(s.token_ids) <= policy.context
+        assert 0 < len(s.token_ids) == len(s.logprobs) <= 8
+        assert len(p) + len(s.token_ids) <= policy.context
         assert (s.finish_reason == "stop") == (s.token_ids[-1] in policy.eos_ids)
     assert policy.encode_response("ab")[-1] in policy.eos_ids
     assert policy.decode(policy.encode_response("ab")) == "ab"
