@@ -14,7 +14,6 @@ which is taken off again: the container's own accounting is gone once it has sto
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -29,29 +28,14 @@ from flywheel.sandbox.contract import (
 from flywheel.sandbox.bwrap import ENV, WORKDIR
 from flywheel.sandbox.docker_image import IMAGE
 from flywheel.sandbox.local import decode_status
+from flywheel.sandbox.seccomp import docker_profile
 from flywheel.sandbox.supervise import cpu_seconds, kill_reason
 
 CPU_MARK = "\n@flywheel-cpu@\n"
 _ENTRY = ('cp -R /task/files/. /sandbox/ && { "$@" < /task/stdin; rc=$?; '
           'printf "\\n@flywheel-cpu@\\n" >&2; times >&2; exit $rc; }')
 _TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s\s*")
-_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key",
-           "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
-           "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-           "delete_module", "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
-           "open_by_handle_at", "name_to_handle_at", "syslog", "acct", "swapon", "swapoff",
-           "reboot", "quotactl", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "move_mount")
-_NAMESPACE_FLAGS = (0x20000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
-# Docker's default profile allows ptrace, and so attaching to pid 1, whose exit status is the
-# run's: replace it with allow-by-default minus what no task needs (the same list as `local`'s,
-# plus what the default profile blocks: namespaces, mounts, modules...).
-SECCOMP_PROFILE = json.dumps({
-    "defaultAction": "SCMP_ACT_ALLOW",
-    "syscalls": [{"names": list(_DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
-                 {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},  # -> clone
-                 *({"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
-                    "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}]}
-                   for flag in _NAMESPACE_FLAGS)]})
+SECCOMP_PROFILE = docker_profile()
 
 
 @register_backend("docker")

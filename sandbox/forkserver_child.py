@@ -1,54 +1,22 @@
 """The warm pool's attempt process (X): limits, seccomp, and `python -I ARGV` in a warm interpreter.
 
-Shipped into the sandbox beside forkserver.py; standard library only, and importable on
-the host without side effects (the `local` backend's cold runs use the same seccomp filter).
+Shipped into the sandbox beside forkserver.py and seccomp.py; standard library only.
 """
 
 import atexit
 import ctypes
-import json
 import os
 import resource
 import runpy
-import struct
 import sys
 import threading
 import traceback
 import types
 
+from seccomp import seccomp_filter  # shipped beside this file
+
 libc = ctypes.CDLL(None, use_errno=True)
 WORKDIR = "/sandbox"
-# Syscalls no task needs and sandbox escapes love, per architecture: ptrace (e.g. of pid 1, whose
-# exit status is the attempt's), process_vm_readv/writev, kernel keyrings (add_key, request_key,
-# keyctl: per uid, so shared by a warm server's attempts), bpf, perf_event_open, userfaultfd,
-# io_uring (setup, enter, register), module and kexec loading (init_module, finit_module,
-# kexec_load, kexec_file_load). (audit arch, its syscall numbers in that order.)
-DENIED = {
-    "x86_64": (0xC000003E, (101, 310, 311, 248, 249, 250, 321, 298, 323, 425, 426, 427, 175, 313,
-                            246, 320)),
-    "aarch64": (0xC00000B7, (117, 270, 271, 217, 218, 219, 280, 241, 282, 425, 426, 427, 105, 273,
-                             104, 294)),
-}
-
-
-def seccomp_filter(machine=None) -> bytes:
-    """A classic-BPF seccomp program: EPERM for the DENIED syscalls of this machine's
-    architecture and for any other architecture (x86_64: int 0x80) or ABI (x86_64: x32), allow
-    the rest. Empty on an architecture without a list (no filter: the namespaces still hold)."""
-    machine = machine or os.uname().machine
-    if machine not in DENIED:
-        return b""
-    arch, denied = DENIED[machine]
-    deny, allow = 0x00050000 | 1, 0x7FFF0000  # SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW
-    n, x32 = len(denied), machine == "x86_64"
-    prog = [(0x20, 0, 0, 4), (0x15, 0, n + 2 + x32, arch), (0x20, 0, 0, 0)]  # ld arch; jne deny; ld nr
-    if x32:
-        prog += [(0x35, n + 1, 0, 0x40000000)]  # jge x32 bit -> deny
-    prog += [(0x15, n - i, 0, nr) for i, nr in enumerate(denied)]  # jeq nr -> deny
-    prog += [(0x06, 0, 0, allow), (0x06, 0, 0, deny)]
-    return b"".join(struct.pack("HBBI", *insn) for insn in prog)
-
-
 def install_seccomp() -> None:
     """Load seccomp_filter() into this process (no_new_privs is already set by bwrap)."""
     program = seccomp_filter()

@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from flywheel.sandbox.contract import ExecRequest, ExecResult, SandboxError, register_backend
 from flywheel.sandbox.bwrap import (
     NO_NAMESPACES, WORKDIR, bwrap_argv, find_bwrap, interpreter_binds)
-from flywheel.sandbox.forkserver_child import seccomp_filter
+from flywheel.sandbox.seccomp import seccomp_filter
 from flywheel.sandbox.supervise import (
     SubprocessBackend, limited, result, supervise)
 

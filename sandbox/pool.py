@@ -31,7 +31,7 @@ from flywheel.sandbox.supervise import Outcome, cpu_seconds, kill_run, result, w
 
 SERVER_FILES = [Path(__file__).with_name(name)  # what runs inside the server's sandbox
                 for name in ("forkserver.py", "forkserver_child.py",
-                             "forkserver_files.py")]
+                             "forkserver_files.py", "seccomp.py")]
 # Imported once per server so that attempts find them loaded: what test-running tasks use.
 PRELOAD = ("json", "re", "math", "collections", "itertools", "functools", "random", "string",
            "typing", "dataclasses", "unittest", "doctest", "heapq", "bisect", "fractions",

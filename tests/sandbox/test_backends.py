@@ -240,13 +240,13 @@ def test_local_is_isolated_and_warm_by_default():
 def test_without_namespaces_local_says_so_clearly(monkeypatch):
     import stat
     import tempfile
-    from flywheel.transforms import sandbox_local
+    from flywheel.sandbox import local
     fake = os.path.join(tempfile.mkdtemp(), "bwrap")  # reachable by a leased uid, as bwrap must be
     os.chmod(os.path.dirname(fake), 0o755)
     with open(fake, "w") as f:
         f.write("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
     os.chmod(fake, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-    monkeypatch.setattr(sandbox_local, "find_bwrap", lambda: fake)
+    monkeypatch.setattr(local, "find_bwrap", lambda: fake)
     with pytest.raises(SandboxError, match="cannot create namespaces.*unsafe-subprocess"):
         get_backend("local")
 
