@@ -17,11 +17,13 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 KILL_REASONS = (None, "timeout", "cpu", "memory", "output", "processes", "signal")
+PYTHON = "python"  # as a command's first word: the sandbox's own interpreter (see ExecRequest)
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class Limits:
     file_size_mb: int = 16        # largest file the code may write (RLIMIT_FSIZE)
     open_files: int = 64          # RLIMIT_NOFILE
     disk_mb: int = 64             # size of the work dir's tmpfs, where the backend has one
+
+
+def cpu_seconds(limits: Limits) -> int:
+    """The CPU limit in whole seconds, the granularity of RLIMIT_CPU."""
+    return math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s)
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,18 @@ class ExecRequest:
             parts = PurePosixPath(path).parts
             if not parts or parts[0] == "/" or ".." in parts:
                 raise ValueError(f"file path {path!r} escapes the work dir")
+
+
+def resolve_command(command: Sequence[str], python: str | None,
+                    find: Callable[[str], str] | None = None) -> list[str]:
+    """The argv that runs `command`: the token "python" becomes `python -I -B` (the sandbox's
+    interpreter in isolated mode; -B because -I ignores PYTHONDONTWRITEBYTECODE), or stays the
+    token when `python` is None (a warm server runs it in its own interpreter, as `-I` would);
+    any other first word becomes `find(word)` when `find` is given (its path in the sandbox)."""
+    program, args = command[0], list(command[1:])
+    if program == PYTHON:
+        return [PYTHON, *args] if python is None else [python, "-I", "-B", *args]
+    return [find(program) if find else program, *args]
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,12 @@ import weakref
 from pathlib import PurePosixPath
 
 from flywheel.sandbox.contract import (
-    ExecRequest, ExecResult, SandboxBackend, SandboxError, register_backend)
+    ExecRequest, ExecResult, SandboxBackend, SandboxError, cpu_seconds, register_backend,
+    resolve_command)
 from flywheel.sandbox.bwrap import ENV, WORKDIR
 from flywheel.sandbox.docker_image import IMAGE
-from flywheel.sandbox.local import decode_status
+from flywheel.sandbox.exit_status import exit_code, kill_reason
 from flywheel.sandbox.seccomp import docker_profile
-from flywheel.sandbox.supervise import cpu_seconds, kill_reason
 
 CPU_MARK = "\n@flywheel-cpu@\n"
 _ENTRY = ('cp -R /task/files/. /sandbox/ && { "$@" < /task/stdin; rc=$?; '
@@ -89,9 +89,7 @@ class DockerBackend(SandboxBackend):
         return task
 
     def run(self, request: ExecRequest) -> ExecResult:
-        command = list(request.command)
-        if command[0] == "python":
-            command[:1] = [self._python, "-I", "-B"]
+        command = resolve_command(request.command, self._python)
         limits, types = request.limits, self._docker.types
         cpu = cpu_seconds(limits)
         # runsc (2022 release) fails to start with a pids cgroup limit; gVisor enforces RLIMIT_NPROC
@@ -164,7 +162,7 @@ class DockerBackend(SandboxBackend):
         status = container.wait(timeout=limits.timeout_s + 30)["StatusCode"]
         container.reload()
         oom = container.attrs["State"].get("OOMKilled", False)
-        code = -9 if reason[0] else decode_status(f'{{"exit-code": {status}}}'.encode())
+        code = -9 if reason[0] else exit_code(status)
         out, err = (bytes(b).decode("utf-8", "replace") for b in bufs.values())
         err, cpu_ms = split_cpu(err)
         if code == 127 and "exec" in err and not reason[0] and "not found" in err:

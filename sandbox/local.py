@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from pathlib import PurePosixPath
 
 from flywheel.sandbox.contract import ExecRequest, ExecResult, SandboxError, register_backend
+from flywheel.sandbox.exit_status import exit_code
 from flywheel.sandbox.bwrap import (
     NO_NAMESPACES, WORKDIR, bwrap_argv, find_bwrap, interpreter_binds)
 from flywheel.sandbox.seccomp import seccomp_filter
@@ -60,17 +60,6 @@ def status_field(status: bytes, key: str):
 def read_status(status_fd: int) -> bytes:
     os.lseek(status_fd, 0, os.SEEK_SET)
     return os.read(status_fd, 65536)
-
-
-def decode_status(status: bytes) -> int | None:
-    """The command's exit code from bwrap's JSON status, None if the command never ran.
-
-    bwrap reports a death by signal N as 128 + N, like a shell; we give it back Popen-style as
-    -N (so a program that itself exits with 128 + N reads as killed by N)."""
-    code = status_field(status, "exit-code")
-    if code is None:
-        return None
-    return -(code - 128) if 128 < code < 128 + signal.NSIG else code
 
 
 def reap_init(status: bytes) -> bool:
@@ -136,7 +125,7 @@ class LocalBackend(SubprocessBackend):
             outcome = supervise(limited(argv, request.limits, uid, self._tools, _EXTRA_PROCS),
                                 request, uid, "/", {"PATH": "/usr/bin:/bin"}, pass_fds=fds,
                                 contained=lambda: reap_init(read_status(status_fd)))
-            code = decode_status(read_status(status_fd))
+            code = exit_code(status_field(read_status(status_fd), "exit-code"))  # None: never ran
         finally:
             for fd in fds:
                 os.close(fd)

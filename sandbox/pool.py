@@ -25,9 +25,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from flywheel.sandbox.contract import ExecRequest, ExecResult, Limits, SandboxError
+from flywheel.sandbox.contract import (
+    PYTHON, ExecRequest, ExecResult, Limits, SandboxError, cpu_seconds, resolve_command)
 from flywheel.sandbox.bwrap import bwrap_argv, interpreter_binds
-from flywheel.sandbox.supervise import Outcome, cpu_seconds, kill_run, result, which
+from flywheel.sandbox.supervise import Outcome, kill_run, result, which
 
 SERVER_FILES = [Path(__file__).with_name(name)  # what runs inside the server's sandbox
                 for name in ("forkserver.py", "forkserver_child.py",
@@ -75,8 +76,7 @@ class ForkServer:
         """Run `request` in a fresh child; `keep_workdir`: in the server's own work dir (a
         session's), where the files already are."""
         limits = request.limits
-        command = list(request.command)
-        argv = ["python", *command[1:]] if command[0] == "python" else [which(command[0]), *command[1:]]
+        argv = resolve_command(request.command, None, find=which)  # the server runs "python" warm
         return self.call({"op": "run", "argv": argv,
                           "files": {} if keep_workdir else dict(request.files),
                           "keep_workdir": keep_workdir, "stdin": request.stdin,
@@ -172,7 +172,7 @@ class WarmPool:
     @staticmethod
     def accepts(command) -> bool:
         """Only plain `python FILE|-c CODE|-m MODULE ...` runs in the warm interpreter."""
-        return (len(command) >= 2 and command[0] == "python"
+        return (len(command) >= 2 and command[0] == PYTHON
                 and (command[1] in ("-c", "-m") and len(command) >= 3 or not command[1].startswith("-")))
 
     def run(self, request: ExecRequest) -> ExecResult:

@@ -14,7 +14,6 @@ import ctypes
 import fcntl
 import functools
 import logging
-import math
 import os
 import pwd
 import selectors
@@ -29,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from flywheel.sandbox.contract import (
-    ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, register_backend)
+    ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, cpu_seconds, register_backend,
+    resolve_command)
+from flywheel.sandbox.exit_status import kill_reason
 
 _CHUNK = 65536
-_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc")
-_PROCESS_MARKERS = ("can't start new thread", "BlockingIOError: [Errno 11]")
 SANDBOX_PATH = "/usr/bin:/bin"
 
 
@@ -87,11 +86,6 @@ def which(program: str) -> str:
     if found is None:
         raise SandboxError(f"{program!r} not found on {SANDBOX_PATH}")
     return found
-
-
-def cpu_seconds(limits: Limits) -> int:
-    """The CPU limit in whole seconds, the granularity of RLIMIT_CPU."""
-    return math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s)
 
 
 def limited(command: list[str], limits: Limits, uid: int | None, tools: dict, extra_procs=0):
@@ -243,21 +237,6 @@ def supervise(argv: list[str], request: ExecRequest, uid: int | None, cwd: str, 
                    (time.monotonic() - start) * 1000)
 
 
-def kill_reason(code: int | None, stderr: str, cpu_ms: float, limits: Limits) -> str | None:
-    """Why the code stopped, when it was not our timer or output cap."""
-    if code is None:
-        return None
-    # SIGKILL at the hard limit (the warm pool's pid 1 ignores SIGXCPU); the kernel's accounting
-    # can read a hair under the limit it enforced.
-    if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_ms >= 1000 * cpu_seconds(limits) - 50):
-        return "cpu"
-    if code != 0 and any(marker in stderr for marker in _MEMORY_MARKERS):
-        return "memory"
-    if code != 0 and any(marker in stderr for marker in _PROCESS_MARKERS):
-        return "processes"
-    return "signal" if code < 0 else None
-
-
 def result(outcome: Outcome, code: int | None, limits: Limits, backend: str) -> ExecResult:
     """The ExecResult of a supervised run whose exit status a backend decoded as `code`."""
     reason = outcome.reason
@@ -297,11 +276,7 @@ class SubprocessBackend(SandboxBackend):
         raise SandboxError("no Python interpreter runs in the sandbox; tried " + "; ".join(tried))
 
     def run(self, request: ExecRequest) -> ExecResult:
-        command, program = list(request.command), request.command[0]
-        if program == "python":
-            command[:1] = [self._python, "-I", "-B"]  # -I ignores PYTHONDONTWRITEBYTECODE
-        elif not program.startswith("./"):  # "./x" is the code's own file, found in the work dir
-            command[0] = which(program)
+        command = resolve_command(request.command, self._python, find=_program_path)
         with self._uids.lease() if self._uids else contextlib.nullcontext() as uid:
             return self._run_leased(command, uid, request)
 
@@ -312,6 +287,11 @@ class SubprocessBackend(SandboxBackend):
     @abc.abstractmethod
     def _run_leased(self, command: list[str], uid: int | None, request: ExecRequest) -> ExecResult:
         """Run the resolved `command` for `request` as host uid `uid` (None: our own)."""
+
+
+def _program_path(program: str) -> str:
+    """Where the sandbox finds `program`: "./x" is the code's own file, in the work dir."""
+    return program if program.startswith("./") else which(program)
 
 
 def write_files(workdir: str, files, uid: int | None) -> None:
