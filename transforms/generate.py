@@ -58,7 +58,7 @@ class PolicyModelHandler(ModelHandler[dict, PredictionResult, Any]):
     `backend` is created from `options` and `init_seed` (an iteration before any checkpoint).
     """
 
-    def __init__(self, checkpoint_uri: str | None, *, backend: str = "tiny",
+    def __init__(self, checkpoint_uri: str | None, *, backend: str,
                  options: dict | None = None, init_seed: int = 0, max_batch_size: int = 256):
         self.checkpoint_uri = checkpoint_uri
         self.backend = backend
