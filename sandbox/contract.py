@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+
+from flywheel.registry import Registry
 
 KILL_REASONS = (None, "timeout", "cpu", "memory", "output", "processes", "signal")
 PYTHON = "python"  # as a command's first word: the sandbox's own interpreter (see ExecRequest)
@@ -124,11 +125,8 @@ class SandboxBackend(abc.ABC):
         self.close()
 
 
-_BACKENDS: dict[str, type[SandboxBackend]] = {}
-# Built-in backends, imported on first request so that no caller imports a module for its effect.
-_BUILTIN_MODULES = {"local": "flywheel.sandbox.local",
-                    "unsafe-subprocess": "flywheel.sandbox.supervise",
-                    "docker": "flywheel.sandbox.docker"}
+# The built-in backends are the modules of sandbox/backends/, imported on the first lookup that misses.
+BACKENDS: Registry[type[SandboxBackend]] = Registry("sandbox backend", home="flywheel.sandbox.backends")
 
 
 def register_backend(name: str):
@@ -137,26 +135,26 @@ def register_backend(name: str):
     def wrap(cls: type[SandboxBackend]) -> type[SandboxBackend]:
         if not (isinstance(cls, type) and issubclass(cls, SandboxBackend)):
             raise TypeError(f"{cls!r} is not a SandboxBackend subclass")
-        old = _BACKENDS.get(name)
-        # A module reloaded re-registers its own class; anything else under a taken name is a clash.
-        if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise ValueError(f"sandbox backend {name!r} is already registered by {old.__qualname__}")
+        BACKENDS.register(name, cls)
         cls.name = name
-        _BACKENDS[name] = cls
         return cls
 
     return wrap
 
 
+def backend_class(name: str) -> type[SandboxBackend]:
+    """The backend class registered as `name`; an unknown name is a ValueError naming the known."""
+    try:
+        return BACKENDS.get(name)
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+
+
 def get_backend(name: str, **kwargs) -> SandboxBackend:
     """A new instance of the backend called `name`, built with `kwargs`."""
-    if name not in _BACKENDS and name in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[name])
-    if name not in _BACKENDS:
-        raise ValueError(f"unknown sandbox backend {name!r}; known: {', '.join(available_backends())}")
-    return _BACKENDS[name](**kwargs)
+    return backend_class(name)(**kwargs)
 
 
 def available_backends() -> list[str]:
-    """Names `get_backend` accepts: the registered ones and the built-ins not yet imported."""
-    return sorted(set(_BACKENDS) | set(_BUILTIN_MODULES))
+    """Names `get_backend` accepts."""
+    return BACKENDS.names()

@@ -68,7 +68,7 @@ class PrivateDockerd:
 
     def backend(self, runtime: str | None = None, **kwargs):
         """A `docker` backend on this daemon, building its image first if needed."""
-        from flywheel.sandbox.docker import DockerBackend
+        from flywheel.sandbox.backends.docker import DockerBackend
         from flywheel.sandbox.docker_image import IMAGE, build_image
         if runtime is not None and runtime not in self.runtimes:
             raise SandboxError(f"runtime {runtime!r} is not installed (Debian: apt-get install runsc)")

@@ -1,7 +1,7 @@
 """The warm pool: long-lived sandboxed interpreters that fork one isolated child per attempt.
 
 A cold `local` run pays for bwrap and a Python start-up (and the imports) every time; a pool
-server pays them once, preloads what tasks import, and then forks (forkserver.py). Each
+server pays them once, preloads what tasks import, and then forks (inside/forkserver.py). Each
 server is its own bwrap sandbox with its own leased host uid and runs one attempt at a time, so
 the process limit of one attempt is not shared with another; attempts get fresh namespaces of
 their own inside it (nothing one writes or leaves running is visible to the next).
@@ -30,9 +30,10 @@ from flywheel.sandbox.contract import (
 from flywheel.sandbox.bwrap import bwrap_argv, interpreter_binds
 from flywheel.sandbox.supervise import Outcome, kill_run, result, which
 
-SERVER_FILES = [Path(__file__).with_name(name)  # what runs inside the server's sandbox
-                for name in ("forkserver.py", "forkserver_child.py",
-                             "forkserver_files.py", "seccomp.py")]
+_HERE = Path(__file__).parent
+SERVER_FILES = [  # what runs inside the server's sandbox, side by side in /flywheel
+    *(_HERE / "inside" / name for name in ("forkserver.py", "forkserver_child.py", "forkserver_files.py")),
+    _HERE / "seccomp.py"]
 # Imported once per server so that attempts find them loaded: what test-running tasks use.
 PRELOAD = ("json", "re", "math", "collections", "itertools", "functools", "random", "string",
            "typing", "dataclasses", "unittest", "doctest", "heapq", "bisect", "fractions",

@@ -1,9 +1,8 @@
-"""One supervised child per run: the machinery under `local` (bubblewrap) and `unsafe-subprocess`.
+"""One supervised child per run: the machinery under the `local` and `unsafe-subprocess` backends.
 
 A run is one exec'd command line behind util-linux's prlimit (rlimits) and setpriv (no new
 privileges; as root, a leased unprivileged uid), in a new session, with capped output read
 without unbounded buffering, a wall-clock deadline, and a kill of everything the run left behind.
-`unsafe-subprocess` runs that in a host temp dir with no namespaces: for debugging only.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import contextlib
 import ctypes
 import fcntl
 import functools
-import logging
 import os
 import pwd
 import selectors
@@ -25,11 +23,9 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from flywheel.sandbox.contract import (
-    ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, cpu_seconds, register_backend,
-    resolve_command)
+    ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, cpu_seconds, resolve_command)
 from flywheel.sandbox.exit_status import kill_reason
 
 _CHUNK = 65536
@@ -292,34 +288,3 @@ class SubprocessBackend(SandboxBackend):
 def _program_path(program: str) -> str:
     """Where the sandbox finds `program`: "./x" is the code's own file, in the work dir."""
     return program if program.startswith("./") else which(program)
-
-
-def write_files(workdir: str, files, uid: int | None) -> None:
-    """Write `files` under `workdir` (ExecRequest checked that no path escapes it)."""
-    for name, text in files.items():
-        path = os.path.join(workdir, *PurePosixPath(name).parts)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    if uid is not None:  # the code may rewrite its own files, and create new ones
-        for root, dirs, names in os.walk(workdir):
-            for entry in [root] + [os.path.join(root, n) for n in dirs + names]:
-                os.chown(entry, uid, uid)
-
-
-@register_backend("unsafe-subprocess")
-class UnsafeSubprocessBackend(SubprocessBackend):
-    """rlimits, a clean environment and a leased uid, but NO namespaces: the code sees the host's
-    files, network and processes. For debugging the sandbox only; it says so on every run."""
-
-    def _run_leased(self, command, uid, request):
-        logging.getLogger(__name__).warning(
-            "sandbox backend 'unsafe-subprocess' isolates nothing (host files, network and "
-            "processes are reachable): for debugging only, never for model-generated code")
-        with tempfile.TemporaryDirectory(prefix="flywheel-sandbox-") as workdir:
-            write_files(workdir, request.files, uid)
-            env = {"PATH": SANDBOX_PATH, "LANG": "C.UTF-8", "HOME": workdir,
-                   "TMPDIR": workdir, "PYTHONDONTWRITEBYTECODE": "1"}  # never the parent's
-            outcome = supervise(limited(command, request.limits, uid, self._tools), request, uid,
-                                workdir, env)
-        return result(outcome, outcome.returncode, request.limits, self.name)

@@ -1,12 +1,12 @@
 """The `local` sandbox backend (the default): bubblewrap namespaces, warm when it can be.
 
-Each cold run is one `bwrap` (see sandbox_bwrap.py) behind prlimit and setpriv; as root, the run's
+Each cold run is one `bwrap` (see ../bwrap.py) behind prlimit and setpriv; as root, the run's
 host uid is leased from a UidPool, because RLIMIT_NPROC counts the *host* uid (root is exempt), so
 a fork bomb is contained only when each concurrent sandbox has a uid of its own. The request's
 files are written into the fresh tmpfs by bwrap itself from memfds: nothing touches the host disk.
 
 Python runs (`python FILE`, `-c`, `-m`) go to a warm pool of long-lived sandboxed interpreters
-(sandbox_pool.py) when `warm=True` and the pool starts on this machine; everything else runs cold.
+(../pool.py) when `warm=True` and the pool starts on this machine; everything else runs cold.
 """
 
 from __future__ import annotations

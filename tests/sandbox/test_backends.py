@@ -2,11 +2,14 @@
 with real processes (no mocks).
 
 Nothing here may need a pid namespace to be safe: no fork bombs, no kill(-1) (those are in
-test_sandbox_adversarial.py, behind a verified pid namespace).
+test_adversarial.py, behind a verified pid namespace).
 """
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -225,6 +228,16 @@ def test_registry():
                 raise AssertionError
 
 
+def test_backends_are_found_by_importing_their_package_and_nothing_else():
+    code = ("import json, sys; from flywheel.sandbox.backends import local; print(json.dumps(list(sys.modules)));"
+            "from flywheel.sandbox import available_backends; available_backends(); print(json.dumps(list(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    after_local, after_discovery = map(json.loads, out.stdout.splitlines())
+    assert "flywheel.sandbox.backends.unsafe" not in after_local  # importing local registers local
+    assert "flywheel.sandbox.backends.unsafe" in after_discovery
+    assert not any("inside" in m or "forkserver" in m for m in after_discovery)  # never on the host
+
+
 def test_a_missing_file_fails_as_cpython_does(sandbox):
     result = sandbox.run(ExecRequest({}, ("python", "missing.py")))
     assert result.exit_code == 2 and "can't open file" in result.stderr
@@ -240,7 +253,7 @@ def test_local_is_isolated_and_warm_by_default():
 def test_without_namespaces_local_says_so_clearly(monkeypatch):
     import stat
     import tempfile
-    from flywheel.sandbox import local
+    from flywheel.sandbox.backends import local
     fake = os.path.join(tempfile.mkdtemp(), "bwrap")  # reachable by a leased uid, as bwrap must be
     os.chmod(os.path.dirname(fake), 0o755)
     with open(fake, "w") as f:
