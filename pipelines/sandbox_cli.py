@@ -1,10 +1,14 @@
 """`flywheel sandbox`: run one file in a fresh sandbox, or build the docker backend's image.
 
-    flywheel sandbox exec [--backend local] [--timeout 5] [--memory-mb 512] FILE.py [ARG ...]
+    flywheel sandbox exec [--backend NAME] [--sandbox-options KEY=VALUE,...] [--timeout S]
+                          [--memory-mb MB] FILE.py [ARG ...]
     flywheel sandbox build-image [--docker-host unix:///path/docker.sock]
 
-`exec` prints the ExecResult as one JSON object and exits 0 whatever the code did; a failure of
-the sandbox itself (an `environment` error) prints {"error": ..., "kind": "environment"} and exits 1.
+`exec` opens the backend with what it declares for a single run (`local`: no warm pool), then
+the options given (`--docker-runtime` and `--docker-host` are `runtime=` and `base_url=`); its
+limits default to the sandbox's own `Limits()`. It prints the ExecResult as one JSON object and
+exits 0 whatever the code did; a failure of the sandbox itself (an `environment` error) prints
+{"error": ..., "kind": "environment"} and exits 1; an option that is not KEY=VALUE exits 2.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import json
 import sys
 from pathlib import Path
 
+from flywheel.sandbox import BACKENDS, Limits
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register `sandbox` (with `exec` and `build-image`) on the CLI's subparsers."""
@@ -22,12 +28,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     ex = sub.add_parser("exec", help="run FILE.py in a fresh sandbox, print the result as JSON")
     ex.add_argument("file", type=Path)
     ex.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to FILE.py")
-    ex.add_argument("--backend", default="local", help="sandbox backend (default: local)")
-    ex.add_argument("--timeout", type=float, default=5.0, help="wall-clock limit in seconds")
-    ex.add_argument("--memory-mb", type=int, default=512, help="memory limit in MiB")
+    ex.add_argument("--backend", default="local",
+                    help=BACKENDS.help("sandbox backend") + "; default: %(default)s")
+    ex.add_argument("--sandbox-options", default="",
+                    help="comma-separated KEY=VALUE backend options, e.g. runtime=runsc")
+    ex.add_argument("--timeout", type=float, default=Limits().timeout_s,
+                    help="wall-clock limit in seconds (default: %(default)s)")
+    ex.add_argument("--memory-mb", type=int, default=Limits().memory_mb,
+                    help="memory limit in MiB (default: %(default)s)")
     ex.add_argument("--stdin", type=Path, default=None, help="file fed to the code's stdin")
     _docker_flags(ex)
-    ex.add_argument("--docker-runtime", default=None, help="docker: OCI runtime, e.g. runsc")
+    ex.add_argument("--docker-runtime", default=None, help="docker: OCI runtime, e.g. runsc "
+                    "(the same as --sandbox-options runtime=...)")
     build = sub.add_parser("build-image", help="build the docker backend's image (no registry)")
     _docker_flags(build)
     build.add_argument("--python", default="/usr/bin/python3", help="interpreter to package")
@@ -38,23 +50,34 @@ def _docker_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docker-host", default=None, help="daemon URL (default $DOCKER_HOST)")
 
 
-def _backend_kwargs(args) -> dict:
-    if args.backend == "docker":
-        return {"runtime": args.docker_runtime, "base_url": args.docker_host}
-    if args.backend == "local":
-        return {"warm": False}  # one run: a warm pool would cost more than it saves
-    return {}
+def backend_options(args) -> dict:
+    """The backend's options for one run: its one-shot defaults, the docker flags, then
+    --sandbox-options; ValueError for an option that is not KEY=VALUE."""
+    from flywheel.sandbox import backend_class
+    options = backend_class(args.backend).one_shot_options()
+    aliases = {"runtime": args.docker_runtime, "base_url": args.docker_host}
+    options.update({key: value for key, value in aliases.items() if value is not None})
+    pairs = tuple(pair for pair in args.sandbox_options.split(",") if pair)
+    if pairs:  # the run config's parser (it imports the trainer: only when needed)
+        from flywheel.pipelines.config import parse_options
+        options.update(parse_options(pairs))
+    return options
 
 
 def cmd_exec(args) -> int:
-    from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
+    from flywheel.sandbox import ExecRequest, SandboxError, get_backend
+    try:
+        options = backend_options(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     code = args.file.read_text(encoding="utf-8")
     request = ExecRequest(
         files={args.file.name: code}, command=("python", args.file.name, *args.args),
         stdin=args.stdin.read_text(encoding="utf-8") if args.stdin else "",
         limits=Limits(timeout_s=args.timeout, memory_mb=args.memory_mb))
     try:
-        with get_backend(args.backend, **_backend_kwargs(args)) as backend:
+        with get_backend(args.backend, **options) as backend:
             result = backend.run(request)
     except SandboxError as e:
         print(json.dumps({"error": str(e), "kind": "environment"}))

@@ -111,6 +111,12 @@ class SandboxBackend(abc.ABC):
 
     name: str = ""
 
+    @classmethod
+    def one_shot_options(cls) -> dict:
+        """Options for an instance opened for a single run (`flywheel sandbox exec`), where
+        nothing started ahead is ever reused; none by default."""
+        return {}
+
     @abc.abstractmethod
     def run(self, request: ExecRequest) -> ExecResult:
         """Run `request` to completion and report; thread-safe."""

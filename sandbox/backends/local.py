@@ -92,6 +92,10 @@ class LocalBackend(SubprocessBackend):
             self._pool = WarmPool.try_start(self._bwrap, self._python, self._tools, self._uids,
                                             preload=preload, size=pool_size)
 
+    @classmethod
+    def one_shot_options(cls) -> dict:
+        return {"warm": False}  # one run: a warm pool would cost more than it saves
+
     @property
     def warm(self) -> bool:
         return self._pool is not None

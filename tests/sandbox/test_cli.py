@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from flywheel.pipelines import sandbox_cli
+from flywheel.sandbox import Limits, available_backends
 
 
 def cli(argv, capsys):
@@ -50,3 +51,33 @@ def test_runs_as_a_module(tmp_path):
     out = subprocess.run([sys.executable, "-m", "flywheel.pipelines.sandbox_cli", "sandbox", "exec",
                           str(program)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and json.loads(out.stdout)["stdout"] == "42\n"
+
+
+def parser():
+    p = argparse.ArgumentParser()
+    sandbox_cli.add_parser(p.add_subparsers(dest="command"))
+    return p
+
+
+def test_sandbox_options_reach_the_backend(tmp_path, capsys):
+    program = tmp_path / "prog.py"
+    program.write_text("print(1)")
+    code, result = cli(["sandbox", "exec", "--backend", "docker", "--sandbox-options",
+                        "base_url=unix:///nonexistent/docker.sock", str(program)], capsys)
+    assert code == 1 and result["kind"] == "environment" and "/nonexistent/docker.sock" in result["error"]
+
+
+def test_an_option_that_is_not_key_value_exits_two(tmp_path, capsys):
+    program = tmp_path / "prog.py"
+    program.write_text("print(1)")
+    args = parser().parse_args(["sandbox", "exec", "--sandbox-options", "runsc", str(program)])
+    assert sandbox_cli.main(args) == 2 and "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_defaults_and_help_come_from_the_sandbox(capsys):
+    args = parser().parse_args(["sandbox", "exec", "prog.py"])
+    assert (args.timeout, args.memory_mb) == (Limits().timeout_s, Limits().memory_mb)
+    with pytest.raises(SystemExit):
+        parser().parse_args(["sandbox", "exec", "--help"])
+    text = "".join(capsys.readouterr().out.split())  # argparse wraps lines, at hyphens too
+    assert all(name in text for name in available_backends())
