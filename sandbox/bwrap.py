@@ -16,16 +16,26 @@ import tempfile
 from pathlib import Path
 
 from flywheel.sandbox.contract import Limits, SandboxError
+from flywheel.sandbox.supervise import SANDBOX_PATH
 
 WORKDIR = "/sandbox"
 SANDBOX_UID = 65534
-ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": WORKDIR, "TMPDIR": WORKDIR,
+ENV = {"PATH": SANDBOX_PATH, "LANG": "C.UTF-8", "HOME": WORKDIR, "TMPDIR": WORKDIR,
        "PYTHONDONTWRITEBYTECODE": "1"}
 NO_NAMESPACES = (
     "bubblewrap cannot create namespaces on this machine ({detail}). Allow unprivileged user "
     "namespaces (sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1, or "
     "kernel.apparmor_restrict_unprivileged_userns=0) or use --sandbox docker; the "
     "'unsafe-subprocess' backend runs without isolation and is for debugging only")
+
+
+def memfd(data: bytes = b"") -> int:
+    """An anonymous in-memory file holding `data`, to pass to bwrap (`--file FD`, `--seccomp FD`,
+    `--json-status-fd FD`): nothing touches the host disk."""
+    fd = os.memfd_create("flywheel-sandbox", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _reachable_by_others(path: Path) -> bool:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from flywheel.sandbox.contract import (
     PYTHON, ExecRequest, ExecResult, Limits, SandboxError, cpu_seconds, resolve_command)
-from flywheel.sandbox.bwrap import bwrap_argv, interpreter_binds
-from flywheel.sandbox.supervise import Outcome, kill_run, result, which
+from flywheel.sandbox.bwrap import bwrap_argv, interpreter_binds, memfd
+from flywheel.sandbox.supervise import SANDBOX_PATH, Outcome, kill_run, result, which
 
 _HERE = Path(__file__).parent
 SERVER_FILES = [  # what runs inside the server's sandbox, side by side in /flywheel
@@ -48,7 +48,7 @@ class ForkServer:
     def __init__(self, bwrap, python, tools, uids, preload, disk_mb: int = 1):
         self._lease = contextlib.ExitStack()
         self.uid = self._lease.enter_context(uids.lease()) if uids else None
-        sources = [_memfd(path.read_bytes()) for path in SERVER_FILES]
+        sources = [memfd(path.read_bytes()) for path in SERVER_FILES]
         setup = ["--dir", "/flywheel"]
         for fd, path in zip(sources, SERVER_FILES):
             setup += ["--perms", "0444", "--file", str(fd), f"/flywheel/{path.name}"]
@@ -64,7 +64,7 @@ class ForkServer:
                 [*drop, "--", *argv, python, "-I", "/flywheel/forkserver.py",
                  json.dumps({"preload": preload})],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd="/",
-                env={"PATH": "/usr/bin:/bin"}, start_new_session=True, pass_fds=sources)
+                env={"PATH": SANDBOX_PATH}, start_new_session=True, pass_fds=sources)
         except OSError as e:
             self.close()
             raise SandboxError(f"cannot start the warm pool's server: {e}") from e
@@ -120,13 +120,6 @@ class ForkServer:
             proc.wait()
             proc.stdin.close(), proc.stdout.close()
         self._lease.close()
-
-
-def _memfd(data: bytes) -> int:
-    fd = os.memfd_create("flywheel-forkserver", os.MFD_CLOEXEC)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
 
 
 def to_result(reply: dict, request: ExecRequest, start: float) -> ExecResult:

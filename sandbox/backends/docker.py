@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 from flywheel.sandbox.contract import (
     ExecRequest, ExecResult, SandboxBackend, SandboxError, cpu_seconds, register_backend,
     resolve_command)
-from flywheel.sandbox.bwrap import ENV, WORKDIR
+from flywheel.sandbox.bwrap import ENV, SANDBOX_UID, WORKDIR
 from flywheel.sandbox.docker_image import IMAGE
 from flywheel.sandbox.exit_status import exit_code, kill_reason
 from flywheel.sandbox.seccomp import docker_profile
@@ -101,11 +101,11 @@ class DockerBackend(SandboxBackend):
         start = time.monotonic()
         try:
             container = client.containers.create(
-                self.image, ["/bin/sh", "-c", _ENTRY, "sh", *command], user="65534:65534",
+                self.image, ["/bin/sh", "-c", _ENTRY, "sh", *command], user=f"{SANDBOX_UID}:{SANDBOX_UID}",
                 working_dir=WORKDIR, environment=ENV, hostname="sandbox", network_mode="none",
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
                 read_only=True, init=True, ipc_mode="none",  # private IPC, no /dev/shm
-                tmpfs={WORKDIR: f"size={limits.disk_mb}m,uid=65534,gid=65534,mode=0755"},
+                tmpfs={WORKDIR: f"size={limits.disk_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"},
                 volumes={task: {"bind": "/task", "mode": "ro"}}, cap_drop=["ALL"],
                 security_opt=["no-new-privileges", f"seccomp={SECCOMP_PROFILE}"], runtime=self.runtime,
                 log_config=types.LogConfig(type="none"),

@@ -15,23 +15,15 @@ import json
 import os
 from pathlib import PurePosixPath
 
+from flywheel.sandbox.bwrap import (
+    NO_NAMESPACES, WORKDIR, bwrap_argv, find_bwrap, interpreter_binds, memfd)
 from flywheel.sandbox.contract import ExecRequest, ExecResult, SandboxError, register_backend
 from flywheel.sandbox.exit_status import exit_code
-from flywheel.sandbox.bwrap import (
-    NO_NAMESPACES, WORKDIR, bwrap_argv, find_bwrap, interpreter_binds)
 from flywheel.sandbox.seccomp import seccomp_filter
-from flywheel.sandbox.supervise import (
-    SubprocessBackend, limited, result, supervise)
+from flywheel.sandbox.supervise import SANDBOX_PATH, SubprocessBackend, limited, result, supervise
 
 _EXTRA_PROCS = 2  # bwrap outside the namespaces, and bwrap as pid 1 inside
 SECCOMP = seccomp_filter()
-
-
-def _memfd(data: bytes = b"") -> int:
-    fd = os.memfd_create("flywheel-sandbox", os.MFD_CLOEXEC)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
 
 
 def file_setup(files) -> tuple[list[str], list[int]]:
@@ -43,7 +35,7 @@ def file_setup(files) -> tuple[list[str], list[int]]:
             if len(parent.parts) > 2 and parent not in dirs:  # below /sandbox
                 dirs.add(parent)
                 args += ["--dir", str(parent)]
-        fds.append(_memfd(text.encode()))
+        fds.append(memfd(text.encode()))
         args += ["--perms", "0644", "--file", str(fds[-1]), str(path)]
     return args, fds
 
@@ -119,7 +111,7 @@ class LocalBackend(SubprocessBackend):
 
     def _bwrap_run(self, command, uid, request):
         setup, fds = file_setup(request.files)
-        status_fd, seccomp_fd = _memfd(), _memfd(SECCOMP) if SECCOMP else None
+        status_fd, seccomp_fd = memfd(), memfd(SECCOMP) if SECCOMP else None
         fds += [fd for fd in (status_fd, seccomp_fd) if fd is not None]
         try:
             # The interpreter's prefix only for Python: as root it may be out of the uid's reach.
@@ -127,7 +119,7 @@ class LocalBackend(SubprocessBackend):
             argv = bwrap_argv(self._bwrap, request.limits, binds=binds, setup=setup,
                               status_fd=status_fd, seccomp_fd=seccomp_fd) + command
             outcome = supervise(limited(argv, request.limits, uid, self._tools, _EXTRA_PROCS),
-                                request, uid, "/", {"PATH": "/usr/bin:/bin"}, pass_fds=fds,
+                                request, uid, "/", {"PATH": SANDBOX_PATH}, pass_fds=fds,
                                 contained=lambda: reap_init(read_status(status_fd)))
             code = exit_code(status_field(read_status(status_fd), "exit-code"))  # None: never ran
         finally:

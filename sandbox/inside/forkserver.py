@@ -39,12 +39,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I left our own dir out
-from forkserver_child import be_code, check, drop_capabilities  # noqa: E402
+from forkserver_child import WORKDIR, be_code, check, drop_capabilities  # noqa: E402
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc_gil = ctypes.PyDLL(None, use_errno=True)  # clone must not release the GIL (as os.fork)
 NEW_NAMESPACES = 0x10000000 | 0x20000 | 0x20000000 | 0x08000000 | 0x04000000  # not net
-WORKDIR = "/sandbox"
 DEFAULT_DISK_MB = 64
 
 

@@ -16,7 +16,7 @@ import types
 from seccomp import seccomp_filter  # shipped beside this file
 
 libc = ctypes.CDLL(None, use_errno=True)
-WORKDIR = "/sandbox"
+WORKDIR = "/sandbox"  # the attempts' work dir, where bwrap put the server's (bwrap.WORKDIR)
 def install_seccomp() -> None:
     """Load seccomp_filter() into this process (no_new_privs is already set by bwrap)."""
     program = seccomp_filter()

@@ -8,7 +8,7 @@ left in the work dir: symlinks are never followed out of it, FIFOs and devices n
 import os
 import shutil
 
-WORKDIR = "/sandbox"
+from forkserver_child import WORKDIR
 
 SNAPSHOTS = {}
 

@@ -229,8 +229,9 @@ def test_registry():
 
 
 def test_backends_are_found_by_importing_their_package_and_nothing_else():
-    code = ("import json, sys; from flywheel.sandbox.backends import local; print(json.dumps(list(sys.modules)));"
-            "from flywheel.sandbox import available_backends; available_backends(); print(json.dumps(list(sys.modules)))")
+    code = ("import json, sys; from flywheel.sandbox.backends import local;"
+            "print(json.dumps(list(sys.modules))); from flywheel.sandbox import available_backends;"
+            "available_backends(); print(json.dumps(list(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     after_local, after_discovery = map(json.loads, out.stdout.splitlines())
     assert "flywheel.sandbox.backends.unsafe" not in after_local  # importing local registers local
