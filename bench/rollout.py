@@ -18,6 +18,7 @@ import time
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -49,7 +50,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as run_dir:
             spec = IterationSpec("bench", 0, 0, args.checkpoint)
             start = time.perf_counter()
-            run_rollout(config, spec, RunLayout(run_dir), beam_args)
+            run_rollout(config, spec, RunLayout(run_dir), PipelineOptions(beam_args))
             results[name] = time.perf_counter() - start
 
     def plain_run() -> None:

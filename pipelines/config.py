@@ -22,6 +22,7 @@ class RolloutSettings:
     sandbox: str = "local"
     sandbox_options: tuple[str, ...] = ()  # KEY=VALUE options of the backend, e.g. runtime=runsc
     max_batch_size: int = 256
+    shards: int = 1                       # Parquet files per table partition, written in parallel
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, object]:

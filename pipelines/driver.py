@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from apache_beam.options.pipeline_options import PipelineOptions
+
 from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
@@ -103,7 +105,7 @@ def _trainer_metrics(info: dict, iteration: int, stats: dict) -> list[dict]:
 
 
 def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = frozenset(),
-                   beam_args: list[str] | None = None, event: Event | None = None) -> dict:
+                   options: PipelineOptions | None = None, event: Event | None = None) -> dict:
     """Run (or resume) iterations until `config.iterations` are committed; returns run info."""
     event = event or (lambda name, data: None)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
@@ -120,7 +122,7 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
         policy = initial if k == 0 else layout.checkpoint(k - 1)
         spec = IterationSpec(info["run_id"], k, policy_version=k, checkpoint_uri=policy)
         event("rollout_begin", {"iteration": k})
-        result = run_rollout(config, spec, layout, beam_args)
+        result = run_rollout(config, spec, layout, options)
         counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
         rollout_s = time.time() - started
         event("train_begin", {"iteration": k})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
+from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.filters import apply_filters
@@ -33,7 +34,7 @@ def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: flo
         with ThreadPoolExecutor(workers) as pool:
             for start in range(0, len(attempts), batch_size):
                 batch = attempts[start:start + batch_size]
-                batch = [{**a, **g} for a, g in zip(batch, generate_batch(policy, batch))]
+                batch = [a.replace(**g) for a, g in zip(batch, generate_batch(policy, batch))]
                 executed, errs = execute_batch(batch, backend, pool)
                 errors += errs
                 for attempt in executed:
@@ -47,9 +48,9 @@ def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: flo
     return scored, errors
 
 
-def pass_rate_by_domain(scored: list[dict]) -> dict[str, float]:
+def pass_rate_by_domain(scored: list[Attempt]) -> dict[str, float]:
     passes, totals = defaultdict(int), defaultdict(int)
     for a in scored:
-        totals[a["domain"]] += 1
-        passes[a["domain"]] += a["verdict"] == "pass"
+        totals[a.domain] += 1
+        passes[a.domain] += a.verdict == "pass"
     return {d: passes[d] / totals[d] for d in sorted(totals)}

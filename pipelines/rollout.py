@@ -1,4 +1,5 @@
-"""The rollout pipeline of one iteration, as a short chain of named Beam steps.
+"""The rollout pipeline of one iteration: the `Rollout` composite transform, a short chain of
+named Beam steps.
 
     ReadTasks -> Expand(n_samples) -> Generate -> Execute -> Verify -> NormalizeRewards
               -> FilterTrajectories -> WriteTables
@@ -16,6 +17,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.layout import RunLayout
+from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
 from flywheel.transforms.expand import Expand
@@ -47,53 +49,63 @@ def task_specs(config: RunConfig, iteration: int) -> list[tuple[str, str, int]]:
     return specs
 
 
-def build_rollout(pipeline: beam.Pipeline, config: RunConfig, spec: IterationSpec,
-                  layout: RunLayout) -> None:
-    r = config.rollout
-    ids = dict(run_id=spec.run_id, iteration=spec.iteration, policy_version=spec.policy_version)
-    read = pipeline | "ReadTasks" >> ReadTasks(
-        specs=task_specs(config, spec.iteration), patterns=r.task_files, seed=config.seed,
-        max_prompt_bytes=MAX_PROMPT_BYTES)
-    train_tasks, heldout_tasks = read["tasks"] | "BySplit" >> beam.Partition(
-        lambda t, n: int(t.get("split") == "heldout"), 2)
+class Rollout(beam.PTransform):
+    """One iteration's rollout: tasks in (from the domains' generators and the task files), the
+    run's tables out. Returns the paths written, per table."""
 
-    train = train_tasks | "ExpandTrain" >> Expand(
-        **ids, seed=config.seed, n_samples=r.n_samples, temperature=r.temperature, mode="train")
-    heldout = heldout_tasks | "ExpandHeldout" >> Expand(
-        **ids, seed=config.seed, n_samples=1, temperature=0.0, mode="heldout")
+    def __init__(self, config: RunConfig, spec: IterationSpec, layout: RunLayout):
+        super().__init__()
+        self.config, self.spec, self.layout = config, spec, layout
 
-    handler = PolicyModelHandler(spec.checkpoint_uri, backend=config.policy.backend,
-                                 options=config.policy.parsed_options(), init_seed=config.seed,
-                                 max_batch_size=r.max_batch_size)
-    generated = (train, heldout) | "AllAttempts" >> beam.Flatten() | "Generate" >> Generate(handler)
-    executed = generated | "Execute" >> Execute(backend=r.sandbox,
-                                                options=parse_options(r.sandbox_options))
-    verified = executed["attempts"] | "Verify" >> Verify()
-    train_scored, heldout_scored = verified.attempts | "ByMode" >> beam.Partition(
-        lambda a, n: int(a["mode"] == "heldout"), 2)
+    def expand(self, pbegin):
+        config, spec, r = self.config, self.spec, self.config.rollout
+        ids = dict(run_id=spec.run_id, iteration=spec.iteration, policy_version=spec.policy_version)
+        read = pbegin | "ReadTasks" >> ReadTasks(
+            specs=task_specs(config, spec.iteration), patterns=r.task_files, seed=config.seed,
+            max_prompt_bytes=MAX_PROMPT_BYTES)
+        train_tasks, heldout_tasks = read["tasks"] | "BySplit" >> beam.Partition(
+            lambda t, n: int(t.get("split") == "heldout"), 2)
 
-    trajectories = (train_scored
-                    | "NormalizeRewards" >> NormalizeRewards(r.advantage)
-                    | "FilterTrajectories" >> FilterTrajectories(r.filter_truncated))
-    _ = trajectories | "WriteTrajectories" >> WriteTable(layout.root, "trajectories")
+        train = train_tasks | "ExpandTrain" >> Expand(
+            **ids, seed=config.seed, n_samples=r.n_samples, temperature=r.temperature, mode="train")
+        heldout = heldout_tasks | "ExpandHeldout" >> Expand(
+            **ids, seed=config.seed, n_samples=1, temperature=0.0, mode="heldout")
 
-    train_metrics = trajectories | "TrainMetrics" >> ComputeMetrics(train_values, **ids)
-    heldout_metrics = heldout_scored | "HeldoutMetrics" >> ComputeMetrics(heldout_values, **ids)
-    _ = ((train_metrics, heldout_metrics) | "AllMetrics" >> beam.Flatten()
-         | "WriteMetrics" >> WriteTable(layout.root, "metrics"))
+        handler = PolicyModelHandler(spec.checkpoint_uri, backend=config.policy.backend,
+                                     options=config.policy.parsed_options(), init_seed=config.seed,
+                                     max_batch_size=r.max_batch_size)
+        executed = ((train, heldout) | "AllAttempts" >> beam.Flatten()
+                    | "Generate" >> Generate(handler)
+                    | "Execute" >> Execute(backend=r.sandbox, options=parse_options(r.sandbox_options)))
+        verified = executed["attempts"] | "Verify" >> Verify()
+        train_scored, heldout_scored = verified.attempts | "ByMode" >> beam.Partition(
+            lambda a, n: int(a.mode == "heldout"), 2)
 
-    _ = ((read[ERRORS_TAG], executed[ERRORS_TAG], verified[ERRORS_TAG])
-         | "AllErrors" >> beam.Flatten()
-         | "StampErrors" >> beam.Map(lambda e: {**e, "run_id": spec.run_id, "iteration": spec.iteration})
-         | "WriteErrors" >> WriteTable(layout.root, "errors"))
+        trajectories = (train_scored
+                        | "NormalizeRewards" >> NormalizeRewards(r.advantage)
+                        | "FilterTrajectories" >> FilterTrajectories(r.filter_truncated))
+        train_metrics = trajectories | "TrainMetrics" >> ComputeMetrics(train_values, **ids)
+        heldout_metrics = heldout_scored | "HeldoutMetrics" >> ComputeMetrics(heldout_values, **ids)
+        errors = ((read[ERRORS_TAG], executed[ERRORS_TAG], verified[ERRORS_TAG])
+                  | "AllErrors" >> beam.Flatten()
+                  | "StampErrors" >> beam.Map(
+                      lambda e: {**e, "run_id": spec.run_id, "iteration": spec.iteration}))
+
+        root, shards = self.layout.root, r.shards
+        return {
+            "trajectories": (trajectories | "TrajectoryRows" >> beam.Map(Attempt.row)
+                             | "WriteTrajectories" >> WriteTable(root, "trajectories", shards)),
+            "metrics": ((train_metrics, heldout_metrics) | "AllMetrics" >> beam.Flatten()
+                        | "WriteMetrics" >> WriteTable(root, "metrics", shards)),
+            "errors": errors | "WriteErrors" >> WriteTable(root, "errors", shards),
+        }
 
 
 def run_rollout(config: RunConfig, spec: IterationSpec, layout: RunLayout,
-                beam_args: list[str] | None = None):
+                options: PipelineOptions | None = None):
     """Run one iteration's rollout pipeline to completion; returns the PipelineResult."""
-    options = PipelineOptions(beam_args or [])
-    pipeline = beam.Pipeline(options=options)
-    build_rollout(pipeline, config, spec, layout)
+    pipeline = beam.Pipeline(options=options or PipelineOptions([]))
+    _ = pipeline | "Rollout" >> Rollout(config, spec, layout)
     result = pipeline.run()
     result.wait_until_finish()
     return result

@@ -16,20 +16,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 from flywheel.pipelines.tasks_cli import load_tasks, read_rows
 
-def attempt_of(task: dict, response: str, index: int) -> dict:
-    return {"run_id": "verify", "iteration": 0, "policy_version": 0, "mode": "eval",
-            "domain": task["domain"], "task_id": task["task_id"], "sample_index": index,
-            "group_id": f"verify/{task['task_id']}", "prompt": task["prompt"], "task": task,
-            "response": response}
+def attempt_of(task: dict, response: str, index: int):
+    """The attempt the pipeline would have made, with `response` as what was sampled."""
+    from flywheel.transforms.expand import expand_task
+    attempt, = expand_task(task, run_id="verify", iteration=0, policy_version=0, seed=0,
+                           n_samples=1, temperature=0.0, mode="eval")
+    return attempt.replace(sample_index=index, response=response)
 
 
-def output_line(attempt: dict) -> dict:
-    return {"task_id": attempt["task_id"], "domain": attempt["domain"],
-            "reward": attempt["reward_raw"], "verdict": attempt["verdict"],
-            "reward_components": attempt["reward_components"],
-            "exploit_suspected": attempt.get("exploit_suspected", False),
-            "filtered": attempt["filtered"], "filter_reason": attempt["filter_reason"],
-            "detail": attempt.get("verdict_detail") or ""}
+def output_line(attempt) -> dict:
+    return {"task_id": attempt.task_id, "domain": attempt.domain, "reward": attempt.reward_raw,
+            "verdict": attempt.verdict, "reward_components": attempt.reward_components,
+            "exploit_suspected": attempt.exploit_suspected, "filtered": attempt.filtered,
+            "filter_reason": attempt.filter_reason, "detail": attempt.verdict_detail}
 
 
 def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "local",
@@ -56,7 +55,7 @@ def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "l
             executed, _ = execute_batch(batch, backend, pool)
             for attempt in executed:
                 scored, _ = verify_attempt(attempt)
-                lines[attempt["sample_index"]] = output_line(apply_filters(scored))
+                lines[attempt.sample_index] = output_line(apply_filters(scored))
             yield from (lines[i] for i in sorted(lines))
 
 

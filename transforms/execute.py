@@ -16,62 +16,63 @@ import apache_beam as beam
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
 from flywheel.sandbox import SandboxError, get_backend
+from flywheel.transforms.attempt import Attempt
 
 
-def _run_one(attempt: dict, backend, retries: int, backoff_s: float):
+def _run_one(attempt: Attempt, backend, retries: int, backoff_s: float):
     """(execution or None, error row or None) for one attempt."""
     try:
-        request = get_domain(attempt["domain"]).request(attempt["task"], attempt["response"])
+        request = get_domain(attempt.domain).request(attempt.task, attempt.response)
     except Exception as e:  # the task cannot be turned into a program: bad input
-        return None, error_row("execute", "input", e, attempt)
+        return None, error_row("execute", "input", e, attempt.context())
     for retry in range(retries + 1):
         try:
             return backend.run(request), None
         except SandboxError as e:
             if retry == retries:
-                return None, error_row("execute", "environment", e, attempt, retry_count=retry)
+                return None, error_row("execute", "environment", e, attempt.context(),
+                                       retry_count=retry)
             time.sleep(backoff_s * 2 ** retry)
 
 
-def without_execution(attempt: dict) -> dict:
+def without_execution(attempt: Attempt) -> Attempt:
     """An attempt of a domain that executes nothing: one turn, no sandbox columns."""
-    turn = {"action": attempt["response"], "observation": None, "exit_code": None, "duration_ms": None}
-    return {**attempt, "execution": None, "turns": [turn], "sandbox_backend": None,
-            "sandbox_wall_ms": None, "sandbox_cpu_ms": None}
+    turn = {"action": attempt.response, "observation": None, "exit_code": None, "duration_ms": None}
+    return attempt.replace(execution=None, turns=[turn], sandbox_backend=None,
+                           sandbox_wall_ms=None, sandbox_cpu_ms=None)
 
 
-def execute_batch(batch: list[dict], backend, pool, retries: int = 2,
-                  backoff_s: float = 0.2) -> tuple[list[dict], list[dict]]:
+def execute_batch(batch: list[Attempt], backend, pool, retries: int = 2,
+                  backoff_s: float = 0.2) -> tuple[list[Attempt], list[dict]]:
     """Run the sandboxed attempts of `batch` concurrently on `pool`.
 
     Returns every attempt (with `execution`, `turns` and sandbox columns; `failure` set when it
     could not run) and the `errors` rows: `input` / `environment` when the attempt could not run,
     `model` when the model's code ran into a limit (timeout, cpu, memory, output, processes).
     """
-    runnable = [a for a in batch if get_domain(a["domain"]).uses_sandbox]
+    runnable = [a for a in batch if get_domain(a.domain).uses_sandbox]
     results = pool.map(lambda a: _run_one(a, backend, retries, backoff_s), runnable)
     outcomes = dict(zip((id(a) for a in runnable), results))
     outputs, errors = [], []
     for attempt in batch:
         execution, error = outcomes.get(id(attempt), (None, None))
         out = without_execution(attempt)
-        out["execution"] = execution
-        turn = out["turns"][0]
         if execution is not None and execution.kill_reason and execution.kill_reason != "signal":
             # The model's code hit a limit: still a scored (failed) attempt, and a `model` error
             # row so "which tasks make the policy write infinite loops?" is one query away.
             error = error_row("execute", "model", f"killed: {execution.kill_reason} limit "
-                              f"(exit {execution.exit_code}, {execution.wall_ms:.0f} ms)", attempt)
+                              f"(exit {execution.exit_code}, {execution.wall_ms:.0f} ms)",
+                              attempt.context())
             error["error_type"] = execution.kill_reason
         if execution is not None:
             count("executions")
-            turn.update(observation=(execution.stdout + execution.stderr)[-2000:],
-                        exit_code=execution.exit_code, duration_ms=execution.wall_ms)
-            out.update(sandbox_backend=execution.backend, sandbox_wall_ms=execution.wall_ms,
-                       sandbox_cpu_ms=execution.cpu_ms)
+            turn = {**out.turns[0], "observation": (execution.stdout + execution.stderr)[-2000:],
+                    "exit_code": execution.exit_code, "duration_ms": execution.wall_ms}
+            out = out.replace(execution=execution, turns=[turn], sandbox_backend=execution.backend,
+                              sandbox_wall_ms=execution.wall_ms, sandbox_cpu_ms=execution.cpu_ms)
         if error is not None:
             if error["kind"] != "model":
-                out["failure"] = error["kind"]
+                out = out.replace(failure=error["kind"])
             errors.append(error)
         outputs.append(out)
     return outputs, errors
@@ -112,7 +113,7 @@ class Execute(beam.PTransform):
         # Only sandboxed attempts are batched for the thread pool; the rest pass straight through,
         # so every batch keeps all sandbox workers busy.
         sandboxed, direct = attempts | "NeedsSandbox" >> beam.Partition(
-            lambda a, n: 0 if get_domain(a["domain"]).uses_sandbox else 1, 2)
+            lambda a, n: 0 if get_domain(a.domain).uses_sandbox else 1, 2)
         ran = (sandboxed
                | "Batch" >> beam.BatchElements(min_batch_size=max(1, self.batch_size // 4),
                                                max_batch_size=self.batch_size)

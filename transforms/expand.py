@@ -7,6 +7,7 @@ import hashlib
 import apache_beam as beam
 
 from flywheel.domains.registry import get_domain
+from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import count
 
 
@@ -17,18 +18,17 @@ def attempt_seed(seed: int, iteration: int, task_id: str, sample_index: int, mod
 
 
 def expand_task(task: dict, *, run_id: str, iteration: int, policy_version: int, seed: int,
-                n_samples: int, temperature: float, mode: str) -> list[dict]:
-    """The `n_samples` attempt elements of one task."""
+                n_samples: int, temperature: float, mode: str) -> list[Attempt]:
+    """The `n_samples` attempts at one task."""
     domain = get_domain(task["domain"])
-    return [{
-        "run_id": run_id, "iteration": iteration, "policy_version": policy_version, "mode": mode,
-        "domain": task["domain"], "task_id": task["task_id"],
-        "group_id": f"{iteration}/{mode}/{task['task_id']}", "sample_index": k,
-        "prompt": task["prompt"], "task": task, "temperature": temperature,
-        "sampling_temperature": temperature,
-        "max_new_tokens": int(task.get("max_new_tokens") or domain.max_new_tokens),
-        "seed": attempt_seed(seed, iteration, task["task_id"], k, mode),
-    } for k in range(n_samples)]
+    return [Attempt(
+        run_id=run_id, iteration=iteration, policy_version=policy_version, mode=mode,
+        domain=task["domain"], task_id=task["task_id"],
+        group_id=f"{iteration}/{mode}/{task['task_id']}", sample_index=k,
+        prompt=task["prompt"], task=task, sampling_temperature=temperature,
+        max_new_tokens=int(task.get("max_new_tokens") or domain.max_new_tokens),
+        seed=attempt_seed(seed, iteration, task["task_id"], k, mode),
+    ) for k in range(n_samples)]
 
 
 class Expand(beam.PTransform):

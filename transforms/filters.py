@@ -10,26 +10,27 @@ from __future__ import annotations
 
 import apache_beam as beam
 
+from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import count
 
 
-def filter_reason(attempt: dict, filter_truncated: bool = False) -> str | None:
-    if attempt["verdict"] == "error":
-        return f"{attempt.get('failure') or 'verifier'}_error"
-    if attempt.get("exploit_suspected"):
+def filter_reason(attempt: Attempt, filter_truncated: bool = False) -> str | None:
+    if attempt.verdict == "error":
+        return f"{attempt.failure or 'verifier'}_error"
+    if attempt.exploit_suspected:
         return "exploit_suspected"
-    if filter_truncated and attempt.get("finish_reason") == "length":
+    if filter_truncated and attempt.finish_reason == "length":
         return "truncated"
-    if attempt.get("zero_variance"):
+    if attempt.zero_variance:
         return "zero_variance"
     return None
 
 
-def apply_filters(attempt: dict, filter_truncated: bool = False) -> dict:
+def apply_filters(attempt: Attempt, filter_truncated: bool = False) -> Attempt:
     reason = filter_reason(attempt, filter_truncated)
     if reason:
         count(f"filtered_{reason}")
-    return {**attempt, "filtered": reason is not None, "filter_reason": reason}
+    return attempt.replace(filtered=reason is not None, filter_reason=reason)
 
 
 class FilterTrajectories(beam.PTransform):

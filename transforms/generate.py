@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
+from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import count, now
 
 if TYPE_CHECKING:  # torch loads in load_model, on the worker, not where the pipeline is built
@@ -32,17 +33,18 @@ def fit_prompt(ids: list[int], limit: int) -> list[int]:
     return ids[:1] + ids[len(ids) - (limit - 1):]
 
 
-def generate_batch(policy: Policy, batch: Sequence[dict]) -> list[dict]:
-    """Sample one response per attempt: token ids, logprobs, finish reason and decoded text."""
+def generate_batch(policy: Policy, batch: Sequence[Attempt]) -> list[dict]:
+    """Sample one response per attempt: the Attempt fields of its token ids, logprobs, finish
+    reason and decoded text."""
     started = now()
-    max_new = max(a["max_new_tokens"] for a in batch)
-    prompts = [fit_prompt(policy.encode_prompt(a["prompt"]), policy.context - max_new) for a in batch]
-    samples = policy.sample(prompts, [a["temperature"] for a in batch], [a["seed"] for a in batch],
-                            max_new)
+    max_new = max(a.max_new_tokens for a in batch)
+    prompts = [fit_prompt(policy.encode_prompt(a.prompt), policy.context - max_new) for a in batch]
+    samples = policy.sample(prompts, [a.sampling_temperature for a in batch],
+                            [a.seed for a in batch], max_new)
     results = []
     for attempt, prompt_ids, s in zip(batch, prompts, samples):
         ids, logprobs, finish = list(s.token_ids), list(s.logprobs), s.finish_reason
-        limit = attempt["max_new_tokens"]
+        limit = attempt.max_new_tokens
         if len(ids) > limit:  # the batch ran to a longer limit than this attempt's own
             ids, logprobs, finish = ids[:limit], logprobs[:limit], "length"
         results.append({"prompt_token_ids": prompt_ids, "response_token_ids": ids,
@@ -51,7 +53,7 @@ def generate_batch(policy: Policy, batch: Sequence[dict]) -> list[dict]:
     return results
 
 
-class PolicyModelHandler(ModelHandler[dict, PredictionResult, Any]):
+class PolicyModelHandler(ModelHandler[Attempt, PredictionResult, Any]):
     """RunInference handler for any policy backend.
 
     With `checkpoint_uri` the checkpoint decides the backend; without one, a fresh policy of
@@ -78,7 +80,7 @@ class PolicyModelHandler(ModelHandler[dict, PredictionResult, Any]):
         policy.module.eval()  # sampling runs under no_grad; grad mode stays global and untouched
         return policy
 
-    def run_inference(self, batch: Sequence[dict], model: Policy,
+    def run_inference(self, batch: Sequence[Attempt], model: Policy,
                       inference_args=None) -> Iterable[PredictionResult]:
         return [PredictionResult(a, out) for a, out in zip(batch, generate_batch(model, batch))]
 
@@ -98,4 +100,4 @@ class Generate(beam.PTransform):
     def expand(self, attempts):
         return (attempts
                 | "Sample" >> RunInference(self.handler)
-                | "Attach" >> beam.Map(lambda r: {**r.example, **r.inference}))
+                | "Attach" >> beam.Map(lambda r: r.example.replace(**r.inference)))

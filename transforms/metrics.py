@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import apache_beam as beam
 
+from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import now
 
 
-def train_values(a: dict) -> list[tuple[str, float]]:
-    return [("train_pass_rate", float(a["verdict"] == "pass")),
-            ("train_mean_reward", float(a["reward_raw"])),
-            ("zero_variance_frac", float(a.get("filter_reason") == "zero_variance")),
-            ("response_tokens", float(len(a["response_token_ids"])))]
+def train_values(a: Attempt) -> list[tuple[str, float]]:
+    return [("train_pass_rate", float(a.verdict == "pass")),
+            ("train_mean_reward", float(a.reward_raw)),
+            ("zero_variance_frac", float(a.filter_reason == "zero_variance")),
+            ("response_tokens", float(len(a.response_token_ids)))]
 
 
-def heldout_values(a: dict) -> list[tuple[str, float]]:
-    return [("heldout_pass@1", float(a["verdict"] == "pass"))]
+def heldout_values(a: Attempt) -> list[tuple[str, float]]:
+    return [("heldout_pass@1", float(a.verdict == "pass"))]
 
 
 class ComputeMetrics(beam.PTransform):
@@ -31,7 +32,7 @@ class ComputeMetrics(beam.PTransform):
 
     def _explode(self, attempt):
         for name, value in self.values(attempt):
-            yield (attempt["domain"], name), value
+            yield (attempt.domain, name), value
             yield ("*", name), value
 
     def _row(self, kv):

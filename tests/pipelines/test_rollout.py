@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from apache_beam.options.pipeline_options import PipelineOptions
+
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.schemas import validate_table
@@ -15,7 +17,7 @@ from flywheel.domains.registry import DEFAULT_DOMAINS as DOMAINS
 
 def rollout(run_dir, config, beam_args=()):
     spec = IterationSpec("test-run", 0, policy_version=0, checkpoint_uri=None)
-    result = run_rollout(config, spec, RunLayout(str(run_dir)), list(beam_args))
+    result = run_rollout(config, spec, RunLayout(str(run_dir)), PipelineOptions(list(beam_args)))
     return {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
 
 

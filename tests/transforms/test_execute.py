@@ -13,15 +13,15 @@ def attempts(responses):
     task = get_domain("pyexpr").make_task("train", 0, seed=0)
     out = expand_task(task, run_id="t", iteration=0, policy_version=0, seed=0,
                       n_samples=len(responses), temperature=1.0, mode="train")
-    return [{**a, "response": r} for a, r in zip(out, responses)]
+    return [a.replace(response=r) for a, r in zip(out, responses)]
 
 
 def test_model_code_hitting_a_limit_is_a_scored_attempt_and_a_model_error():
     batch = attempts(["__import__('time').sleep(30) or 1+1", "2+2"])
     with get_backend("local") as backend, ThreadPoolExecutor(2) as pool:
         out, errors = execute_batch(batch, backend, pool)
-    assert out[0]["execution"].kill_reason == "timeout" and "failure" not in out[0]
-    assert out[1]["execution"].stdout.strip() == "4" and out[1]["turns"][0]["exit_code"] == 0
+    assert out[0].execution.kill_reason == "timeout" and out[0].failure is None
+    assert out[1].execution.stdout.strip() == "4" and out[1].turns[0]["exit_code"] == 0
     assert [(e["kind"], e["error_type"], e["stage"]) for e in errors] == [("model", "timeout", "execute")]
 
 
@@ -41,5 +41,5 @@ def test_sandbox_failures_are_retried_then_become_environment_errors():
     with ThreadPoolExecutor(1) as pool:
         out, errors = execute_batch(batch, BrokenBackend(), pool, retries=2, backoff_s=0.01)
     assert BrokenBackend.calls == 3
-    assert out[0]["failure"] == "environment" and out[0]["execution"] is None
+    assert out[0].failure == "environment" and out[0].execution is None
     assert errors[0]["kind"] == "environment" and errors[0]["retry_count"] == 2

@@ -1,0 +1,87 @@
+"""FlywheelOptions: the run's flags as Beam pipeline options, so one command line runs anywhere.
+
+    flywheel run --iterations 3 --n-samples 8 --runner DirectRunner
+    flywheel run --iterations 3 --runner DataflowRunner --project P --region R --temp_location gs://...
+
+Every run setting is one entry of `RUN_FLAGS` (flag -> dotted key of `RunConfig`, type, help);
+`FlywheelOptions` declares them on Beam's parser, the CLI shows the same flags in `--help`, and
+`run_config()` turns the parsed values into the frozen `RunConfig` plus the keys given explicitly
+(a resumed run compares those with its run.json). Help texts name what the registries hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from flywheel.pipelines.config import RunConfig, parse_options
+from flywheel.sandbox import available_backends
+from flywheel.trainer.advantages import ADVANTAGES
+from flywheel.trainer.policies import POLICIES
+
+LIST = None  # type of a flag whose value is a comma-separated list of strings
+
+RUN_FLAGS = {
+    "--iterations": ("iterations", int, "iterations to complete (a resumed run continues to this many)"),
+    "--seed": ("seed", int, "seed of every random choice in the run"),
+    "--domains": ("rollout.domains", LIST, "comma-separated built-in domains"),
+    "--tasks": ("rollout.task_files", LIST, "comma-separated JSONL task file patterns"),
+    "--tasks-per-domain": ("rollout.tasks_per_domain", int, "training tasks per domain per iteration"),
+    "--heldout-per-domain": ("rollout.heldout_per_domain", int, "held-out tasks per domain"),
+    "--n-samples": ("rollout.n_samples", int, "attempts per training task (group size)"),
+    "--temperature": ("rollout.temperature", float, "sampling temperature"),
+    "--advantage": ("rollout.advantage", str, ADVANTAGES.help("advantage estimator")),
+    "--sandbox": ("rollout.sandbox", str, f"sandbox backend ({', '.join(available_backends())})"),
+    "--sandbox-options": ("rollout.sandbox_options", LIST,
+                          "comma-separated KEY=VALUE backend options, e.g. runtime=runsc"),
+    "--shards": ("rollout.shards", int, "Parquet files per table partition, written in parallel"),
+    "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
+    "--policy-options": ("policy.options", LIST,
+                         "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128"),
+    "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
+    "--lr": ("train.lr", float, "RL learning rate"),
+}
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+class FlywheelOptions(PipelineOptions):
+    """The run's settings beside Beam's own options (--runner, --project, ...)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--run-dir", dest="run_dir", default=None,
+                            help="local path or gs:// URI (default runs/<timestamp>)")
+        for flag, (_, kind, text) in RUN_FLAGS.items():
+            parser.add_argument(flag, dest=_dest(flag), type=kind or str, default=None, help=text)
+
+    def run_config(self) -> tuple[RunConfig, set[str]]:
+        """(RunConfig with the given flags over the defaults, the dotted keys that were given).
+
+        Raises ValueError or KeyError, naming the flag's value, when a registry name or a
+        KEY=VALUE option is malformed, so a bad run stops before anything starts.
+        """
+        values, explicit = RunConfig().to_dict(), set()
+        given = self.get_all_options()
+        for flag, (key, kind, _) in RUN_FLAGS.items():
+            value = given.get(_dest(flag))
+            if value is None:
+                continue
+            _set(values, key, tuple(x for x in value.split(",") if x) if kind is LIST else value)
+            explicit.add(key)
+        config = RunConfig.from_dict(values)
+        parse_options(config.rollout.sandbox_options)
+        config.policy.parsed_options()
+        POLICIES.get(config.policy.backend)
+        ADVANTAGES.get(config.rollout.advantage)
+        return config, explicit
+
+
+def _set(d: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    for p in parents:
+        d = d.setdefault(p, {})
+    d[last] = value
