@@ -54,20 +54,23 @@ def read_table(uri: str, table: str, columns: list[str] | None = None, filter=No
 
 
 def check_file_version(fs: pafs.FileSystem, path: str) -> None:
-    """Reject a Parquet file whose recorded schema major version is unknown.
+    """Reject a Parquet file that records a schema major version this code does not read.
 
-    The version is the file's `flywheel.schema_version` metadata; a file rewritten by another
-    engine that dropped the metadata is judged by its `schema_version` column instead.
+    Both records count: the file's `flywheel.schema_version` metadata and every value of its
+    `schema_version` column (a file rewritten by another engine may keep only one of them).
+    A file with neither is rejected too.
     """
     with fs.open_input_file(path) as f:
         parquet = pq.ParquetFile(f)
-        if b"flywheel.schema_version" in (parquet.schema_arrow.metadata or {}):
-            check_file_metadata(parquet.schema_arrow, path)
-            return
-        if "schema_version" not in parquet.schema_arrow.names:
+        schema = parquet.schema_arrow
+        recorded = b"flywheel.schema_version" in (schema.metadata or {})
+        if recorded:
+            check_file_metadata(schema, path)
+        if "schema_version" in schema.names:
+            for version in set(parquet.read(columns=["schema_version"]).column(0).to_pylist()):
+                check_version(version, path)
+        elif not recorded:
             check_version(None, path)
-        for version in set(parquet.read(columns=["schema_version"]).column(0).to_pylist()):
-            check_version(version, path)
 
 
 def _table_root(path: str) -> str:

@@ -7,7 +7,8 @@
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import apply_hyperparams, build_optimizer
 from flywheel.trainer.train_step import TrainConfig, pick_device, train_on_rows
-from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS, read_trajectories
+from flywheel.schemas import read_table
+from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS
 
 
 def train_iteration(
@@ -19,7 +20,8 @@ def train_iteration(
 ) -> dict:
     """Train the policy at `init_checkpoint_uri` on one iteration's trajectories; save and return stats."""
     device = pick_device()
-    rows = read_trajectories(trajectories_uri, columns=TRAIN_COLUMNS).to_pylist()
+    rows = read_table(trajectories_uri, "trajectories", columns=TRAIN_COLUMNS,
+                      missing_ok=False).to_pylist()
     ckpt = load_checkpoint(init_checkpoint_uri, device=device)
     policy = ckpt.policy
     optimizer = build_optimizer(policy, **cfg.adamw())

@@ -1,17 +1,10 @@
-"""Trajectory Parquet -> training tensors.
+"""Trajectory rows -> training tensors.
 
-The rollout writes `<run>/tables/trajectories/iteration=K/domain=D/*.parquet`; `iteration` and
-`domain` live only in the Hive path. `read_trajectories` reads one such folder (local or gs://)
-and `make_batch` turns rows into right-padded tensors aligned with next-token targets.
+The trainer reads `<run>/tables/trajectories/iteration=K` with the one table reader
+(`flywheel.schemas.read_table`, which checks schema versions); `make_batch` turns its rows into
+right-padded tensors aligned with next-token targets.
 """
-import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 import torch
-
-from flywheel.schemas import PARTITION_COLUMNS, TRAJECTORIES
-from flywheel.schemas.validation import check_table_versions
-from flywheel.schemas.uris import resolve_uri
 
 TRAIN_COLUMNS = [
     "prompt_token_ids",
@@ -21,36 +14,6 @@ TRAIN_COLUMNS = [
     "sampling_temperature",
     "filtered",
 ]
-# Partition keys, typed as in the logical schema; a key above the folder read comes from the URI.
-PARTITIONS = pa.schema([TRAJECTORIES.field(name) for name in PARTITION_COLUMNS["trajectories"]])
-
-
-def read_trajectories(uri: str, columns: list[str] | None = None) -> pa.Table:
-    """All rows under a Hive-partitioned Parquet folder, partition keys as columns.
-
-    Files that carry a `schema_version` column (all that Flywheel writes) must have a known major
-    version; a folder without files gives an empty table of the logical schema.
-    """
-    fs, path = resolve_uri(uri)
-    if fs.get_file_info(path).type != pafs.FileType.Directory:
-        raise FileNotFoundError(f"no trajectories folder at {uri}")
-    hive = ds.partitioning(PARTITIONS, flavor="hive")
-    dataset = ds.dataset(path, filesystem=fs, format="parquet", partitioning=hive)
-    if not dataset.files:
-        return TRAJECTORIES.empty_table().select(list(columns or TRAJECTORIES.names))
-    if "schema_version" in dataset.schema.names:
-        check_table_versions(dataset.to_table(columns=["schema_version"]), uri)
-    wanted = dataset.schema.names if columns is None else list(columns)
-    missing = [c for c in wanted if c not in dataset.schema.names]
-    if missing:
-        raise KeyError(f"columns {missing} not in trajectories at {uri}")
-    table = dataset.to_table(columns=wanted)
-    from_uri = {k: v for seg in path.split("/") if "=" in seg for k, v in [seg.split("=", 1)]}
-    for name, value in from_uri.items():
-        if name in table.column_names and name in PARTITIONS.names and table[name].null_count == len(table):
-            column = pa.array([value] * len(table)).cast(PARTITIONS.field(name).type)
-            table = table.set_column(table.schema.get_field_index(name), name, column)
-    return table
 
 
 def make_batch(rows: list[dict], pad_id: int,

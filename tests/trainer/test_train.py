@@ -6,14 +6,14 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from flywheel.schemas import SchemaVersionError, rows_to_file_table
+from flywheel.schemas import SchemaVersionError, read_table, rows_to_file_table
 from flywheel.trainer.advantages import ADVANTAGES
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.trainer.policies import create_policy
 from flywheel.trainer.train import train_iteration
 from flywheel.trainer.train_step import TrainConfig, supervised_step, train_on_rows
-from flywheel.trainer.trajectory_batches import make_batch, read_trajectories
+from flywheel.trainer.trajectory_batches import make_batch
 
 SCHEMA = pa.schema(
     [
@@ -89,34 +89,16 @@ def test_train_iteration_changes_the_weights(tmp_path):
     assert resumed.meta["policy_version"] == 2
 
 
-def test_read_trajectories_takes_partitions_from_the_path(tmp_path):
-    rows = _rollout(_policy(), n_tasks=2)
-    root = tmp_path / "trajectories"
-    _write(root / "iteration=3" / "domain=add", rows[:5])
-    _write(root / "iteration=3" / "domain=7", rows[5:])  # a numeric-looking domain stays a string
-    _write(root / "iteration=4" / "domain=add", rows[:1])
-
-    one = read_trajectories((root / "iteration=3").as_uri() + "/", columns=["task_id", "domain", "iteration"])
-    assert one.column_names == ["task_id", "domain", "iteration"] and one.num_rows == len(rows)
-    assert sorted(set(one.column("domain").to_pylist())) == ["7", "add"]
-    assert set(one.column("iteration").to_pylist()) == {3}
-    both = read_trajectories(str(root))
-    assert both.num_rows == len(rows) + 1 and set(both.column("iteration").to_pylist()) == {3, 4}
-    assert both.schema.field("prompt_token_ids").type == pa.list_(pa.int32())
-    with pytest.raises(FileNotFoundError):
-        read_trajectories(str(root / "iteration=9"))
-    (root / "iteration=5").mkdir()
-    assert read_trajectories(str(root / "iteration=5"), columns=["advantage"]).num_rows == 0
-
-
-def test_read_trajectories_rejects_an_unknown_major_version(tmp_path):
-    rows = _rollout(_policy(), n_tasks=1)
+def test_the_trainer_rejects_an_unknown_major_version(tmp_path):
+    policy = _policy()
+    save_checkpoint(str(tmp_path / "ck0"), policy, None, {"policy_version": 0})
+    rows = _rollout(policy, n_tasks=1)
     folder = tmp_path / "iteration=0"
     _write(folder / "domain=x", rows, flywheel_format=True)
-    assert read_trajectories(str(folder)).column("schema_version")[0].as_py().startswith("1.")
+    assert read_table(str(folder), "trajectories").column("schema_version")[0].as_py().startswith("1.")
     _write(folder / "domain=y", [dict(r, schema_version="9.0") for r in rows], flywheel_format=True)
     with pytest.raises(SchemaVersionError, match="9.0"):
-        read_trajectories(str(folder))
+        train_iteration(str(folder), str(tmp_path / "ck0"), str(tmp_path / "ck1"), TrainConfig(), seed=0)
 
 
 def test_advantage_sign_moves_logprobs():
