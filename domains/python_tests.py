@@ -141,7 +141,7 @@ class PythonTestsDomain(DatasetDomain):
     """Tasks checked by running their unit tests against the response in the sandbox."""
 
     verifier = "python_tests"
-    sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"), timeout_s=2.0)
+    sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"))
     required_fields = ("task_id", "prompt")
     prompt_template = "{text}\nYour code should pass these tests:\n{tests}"  # MBPP rows without a prompt
     max_new_tokens = 24

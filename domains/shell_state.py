@@ -32,7 +32,7 @@ def script_of(response: str) -> str:
 
 class ShellDomain(Domain):
     verifier = "shell_state"
-    sandbox = SandboxNeeds(language="bash", files=("harness.py", "script.sh"), timeout_s=2.0)
+    sandbox = SandboxNeeds(language="bash", files=("harness.py", "script.sh"))
     tools = (RUN_SHELL,)
     required_fields = ("task_id", "prompt", "files", "expect")
     max_new_tokens = 32

@@ -34,7 +34,7 @@ def is_ordered(task: dict) -> bool:
 
 class SqlDomain(Domain):
     verifier = "sql_result"
-    sandbox = SandboxNeeds(language="sql (sqlite3)", files=("harness.py",), timeout_s=2.0)
+    sandbox = SandboxNeeds(language="sql (sqlite3)", files=("harness.py",))
     required_fields = ("task_id", "prompt", "fixture", "reference_query")
     max_new_tokens = 32
 
