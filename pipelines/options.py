@@ -16,7 +16,7 @@ import argparse
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.config import RunConfig, parse_options
-from flywheel.sandbox import available_backends
+from flywheel.sandbox import available_backends, check_options
 from flywheel.trainer.advantages import ADVANTAGES
 from flywheel.trainer.policies import POLICIES
 
@@ -73,7 +73,7 @@ class FlywheelOptions(PipelineOptions):
             _set(values, key, tuple(x for x in value.split(",") if x) if kind is LIST else value)
             explicit.add(key)
         config = RunConfig.from_dict(values)
-        parse_options(config.rollout.sandbox_options)
+        check_options(config.rollout.sandbox, parse_options(config.rollout.sandbox_options))
         config.policy.parsed_options()
         POLICIES.get(config.policy.backend)
         ADVANTAGES.get(config.rollout.advantage)

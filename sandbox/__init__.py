@@ -8,7 +8,9 @@ nothing of Flywheel but its plugin registry.
 
 from flywheel.sandbox.contract import (BACKENDS, KILL_REASONS, ExecRequest, ExecResult, Limits,
                                        SandboxBackend, SandboxError, available_backends,
-                                       backend_class, get_backend, register_backend)
+                                       backend_class, check_options, get_backend,
+                                       register_backend)
 
 __all__ = ["BACKENDS", "KILL_REASONS", "ExecRequest", "ExecResult", "Limits", "SandboxBackend",
-           "SandboxError", "available_backends", "backend_class", "get_backend", "register_backend"]
+           "SandboxError", "available_backends", "backend_class", "check_options", "get_backend",
+           "register_backend"]

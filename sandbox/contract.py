@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -156,9 +157,22 @@ def backend_class(name: str) -> type[SandboxBackend]:
         raise ValueError(e.args[0]) from None
 
 
+def check_options(name: str, options: Mapping[str, object]) -> type[SandboxBackend]:
+    """The backend class `name`, once `options` are known to be its constructor's keywords; an
+    unknown name or option is a ValueError naming what the backend takes."""
+    cls = backend_class(name)
+    try:
+        inspect.signature(cls).bind(**options)
+    except TypeError:
+        takes = [p for p in inspect.signature(cls).parameters if not p.startswith("_")]
+        raise ValueError(f"sandbox backend {name!r} does not take the options "
+                         f"{sorted(options)}; it takes {', '.join(takes) or 'none'}") from None
+    return cls
+
+
 def get_backend(name: str, **kwargs) -> SandboxBackend:
     """A new instance of the backend called `name`, built with `kwargs`."""
-    return backend_class(name)(**kwargs)
+    return check_options(name, kwargs)(**kwargs)
 
 
 def available_backends() -> list[str]:

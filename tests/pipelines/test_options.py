@@ -33,6 +33,8 @@ def test_flywheel_flags_and_beam_flags_parse_together():
     (["--policy", "nope"], "unknown policy backend 'nope'"),
     (["--advantage", "nope"], "unknown advantage estimator 'nope'"),
     (["--sandbox-options", "runsc"], "not KEY=VALUE"),
+    (["--sandbox", "nope"], "unknown sandbox backend 'nope'"),
+    (["--sandbox-options", "runtime=runsc"], "'local' does not take the options \\['runtime'\\]"),
 ])
 def test_a_bad_setting_is_refused_before_anything_runs(argv, message):
     with pytest.raises((KeyError, ValueError), match=message):
