@@ -20,15 +20,31 @@ from rich.console import Console
 from rich.table import Table
 
 from flywheel.pipelines import domains_cli, sandbox_cli, tasks_cli, verify_cli
-from flywheel.pipelines.options import FlywheelOptions
+
+RUN_HELP = "run or resume RL iterations on the embedded default"
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """`flywheel run`'s own flags (FlywheelOptions'), for --help; Beam's options pass through.
+
+    Built only for `run`, so that the other commands start without importing Beam and torch.
+    """
+    from flywheel.pipelines.options import FlywheelOptions
+    p = argparse.ArgumentParser(prog="flywheel run", description=RUN_HELP,
+                                epilog="Other flags are Beam pipeline options (e.g. --runner).")
+    FlywheelOptions._add_argparse_args(p)
+    return p
+
 
 def cmd_run(argv: list[str], console: Console) -> int:
     """`flywheel run ARGV`: ARGV holds Flywheel's flags and any Beam pipeline options."""
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
+    from flywheel.pipelines.options import FlywheelOptions
     from flywheel.pipelines.progress import RunProgress
     from flywheel.pipelines.report import metric_table
+    run_parser().parse_known_args(argv)  # --help, and a usage error for a malformed flag value
     options = PipelineOptions(argv)
     standard = options.view_as(StandardOptions)
     standard.runner = standard.runner or "DirectRunner"  # not Prism, which needs a download
@@ -86,9 +102,7 @@ def cmd_report(args, console: Console) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flywheel", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run or resume RL iterations on the embedded default",
-                         epilog="Other flags are Beam pipeline options (e.g. --runner).")
-    FlywheelOptions._add_argparse_args(run)  # the same flags Beam parses, for --help
+    sub.add_parser("run", help=RUN_HELP, add_help=False)  # parsed by run_parser()
     sql = sub.add_parser("sql", help="run DuckDB SQL over a run's tables")
     sql.add_argument("query")
     sql.add_argument("--run-dir", required=True)
@@ -106,11 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     # Beam's in-process runner talks gRPC while the sandbox forks; gRPC logs every such fork.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:
+        return cmd_run(argv[1:], Console())
     args, rest = parser().parse_known_args(argv)
     # machine-readable output goes to stdout alone; messages then go to stderr
     console = Console(stderr=args.command == "verify" or getattr(args, "format", "table") != "table")
-    if args.command == "run":
-        return cmd_run(argv[argv.index("run") + 1:], console)
     if rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     commands = {"sql": cmd_sql, "report": cmd_report, "domains": domains_cli.run,
