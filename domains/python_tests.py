@@ -57,6 +57,44 @@ def _has_assert(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Assert) for n in ast.walk(node))
 
 
+def _loads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _stores(node: ast.AST) -> set[str]:
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    names |= {n.name for n in ast.walk(node)
+              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return names
+
+
+def _reaching(sources: list[str], names: set[str]) -> set[str]:
+    """`names` (the solution's functions) plus every name the code `sources` binds from a
+    statement that uses one of them (a helper that calls the solution, a result kept for later)."""
+    reach = set(names)
+    statements = [node for code in sources if (tree := _parses(code)) for node in tree.body]
+    for _ in range(len(statements) + 1):  # to a fixed point: a helper may call a later helper
+        grown = reach | {name for node in statements if _loads(node) & reach for name in _stores(node)}
+        if grown == reach:
+            break
+        reach = grown
+    return reach
+
+
+def _mark_vacuous(steps: list[dict], setup: list[str], names: set[str]) -> None:
+    """Demote to setup every case step that does not use the solution: `assert True`, or an assert
+    on test-side values only, would otherwise count as a case that anything, even a syntax error,
+    passes. A step uses the solution if it loads a solution name, a setup helper that reaches one,
+    or a name an earlier such step bound (`r = candidate(x)` then `assert r == y`)."""
+    reach = _reaching(setup, names)
+    for step in steps:
+        tree = ast.parse(step["code"])
+        if _loads(tree) & reach:
+            reach |= _stores(tree)
+        elif step["kind"] == "case":
+            step["kind"] = "setup"
+
+
 def _free_names(sources: list[str], bound_by: list[str]) -> list[str]:
     """Names the test cases load but nothing binds: the solution's functions they call."""
     loaded, stored = [], set(_BUILTIN_NAMES)
@@ -108,6 +146,7 @@ def test_plan(task: dict) -> dict[str, Any]:
                                        ("challenge_test_list", True))
                  for code in task.get(field) or []]
         bind = {n: n for n in _free_names([s["code"] for s in steps], setup)}
+    _mark_vacuous(steps, setup, set(bind))
     counts = {True: 0, False: 0}
     for step in steps:
         step.pop("bind", None)
@@ -115,7 +154,7 @@ def test_plan(task: dict) -> dict[str, Any]:
             step["name"] = f"{'hidden' if step['hidden'] else 'visible'}_{counts[step['hidden']]}"
             counts[step["hidden"]] += 1
     if not counts[True] + counts[False]:
-        raise ValueError("the task's tests hold no assert")
+        raise ValueError("the task's tests hold no assert that calls the solution")
     return {"setup": setup, "steps": steps, "bind": bind}
 
 

@@ -7,6 +7,9 @@ Two processes, so the verdict never depends on the untrusted one:
 - the child (`harness.py serve`) imports solution.py and serves calls over a pipe. Only plain values
   (None, bool, int, float, complex, str, bytes, list, tuple, set, frozenset, dict) cross, so an
   object that "equals anything" cannot; exits, patched builtins and prints stay in the child.
+  Whatever the solution raises reaches the test code as one class (SolutionRaised), so it cannot
+  steer trusted control flow; a case passes only if the solution answered a call since the last
+  case and no call failed (a test's `except Exception` cannot turn a dead solution into a pass).
 The parent prints one report line, the plan's `marker` then JSON. Standard library only.
 """
 
@@ -129,12 +132,19 @@ class SolutionGone(Exception):
     pass
 
 
+class SolutionRaised(Exception):
+    """Whatever the solution raised, as the test code sees it: one class, never the solution's own,
+    so the solution cannot steer trusted code (a StopIteration would end the `map` inside
+    `all(map(candidate, xs))`, which then answers True)."""
+
+
 class Solution:
     """The child process and its request/reply pipe."""
 
     def __init__(self, signals, budget_end):
         self.signals, self.budget_end = signals, budget_end
         self.proc, self.broken, self.dirty, self.restarts = None, None, False, 0
+        self.answered, self.failed = 0, None  # since the last case: calls answered, first failure
         self.stderr = open("stderr.txt", "w+b")
 
     def start(self):
@@ -197,6 +207,20 @@ class Solution:
         raise SolutionGone(f"the solution's process exited with code {code}")
 
     def call(self, name, args, kwargs):
+        """The solution's answer to one call; a failure to get one is remembered, so a test that
+        catches it (`except Exception`) still cannot pass the case."""
+        try:
+            reply = self._exchange(name, args, kwargs)
+            value = decode(reply["value"]) if "value" in reply else None
+        except BaseException as e:
+            self.failed = self.failed or f"{type(e).__name__}: {str(e)[:200]}"
+            raise
+        self.answered += 1
+        if "value" in reply:
+            return value
+        raise SolutionRaised(f"{str(reply.get('raise'))[:100]}: {str(reply.get('message'))[:500]}")
+
+    def _exchange(self, name, args, kwargs):
         if self.broken:
             raise SolutionGone(self.broken)
         if self.proc is None or self.dirty:
@@ -219,12 +243,7 @@ class Solution:
             self.signals.add("exit_attempt")
         if reply.get("custom_eq"):
             self.signals.add("custom_eq")
-        if "value" in reply:
-            return decode(reply["value"])
-        kind = getattr(builtins, str(reply.get("raise")), None)
-        if not (isinstance(kind, type) and issubclass(kind, Exception)):
-            kind = RuntimeError
-        raise kind(f"{reply.get('raise')}: {reply.get('message')}")
+        return reply
 
 
 class Remote:
@@ -275,6 +294,11 @@ def run_plan(plan):
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         if step["kind"] == "case":
+            if passed and solution.failed:
+                passed, error = False, f"a call to the solution failed: {solution.failed}"
+            elif passed and not solution.answered:
+                passed, error = False, "no call to the solution was answered in this case"
+            solution.answered, solution.failed = 0, None
             cases.append({"name": step["name"], "hidden": step["hidden"], "passed": passed,
                           "error": error})
     solution.stop()
