@@ -70,6 +70,21 @@ class ExecRequest:
             parts = PurePosixPath(path).parts
             if not parts or parts[0] == "/" or ".." in parts:
                 raise ValueError(f"file path {path!r} escapes the work dir")
+            if "\0" in path or any("\ud800" <= c <= "\udfff" for c in path):
+                raise ValueError(f"file path {path!r} cannot be a file name (NUL or a lone surrogate)")
+
+
+def encode_text(text: str) -> bytes:
+    """`text` (a file's contents, stdin) as the bytes the sandbox gets: UTF-8, with lone
+    surrogates written as they are (surrogatepass) rather than raising. Model output may hold
+    them; what the code then makes of the invalid bytes is its own doing, never our exception."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def decode_output(data: bytes) -> str:
+    """Bytes the code emitted (stdout, stderr, a file's contents) as text any table can store:
+    invalid UTF-8 becomes U+FFFD; NUL and every valid character stay."""
+    return data.decode("utf-8", "replace")
 
 
 def resolve_command(command: Sequence[str], python: str | None,

@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass
 
 from flywheel.sandbox.contract import (
-    ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, cpu_seconds, resolve_command)
+    ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, cpu_seconds, decode_output,
+    encode_text, resolve_command)
 from flywheel.sandbox.exit_status import kill_reason
 
 _CHUNK = 65536
@@ -178,7 +179,7 @@ def _communicate(proc: subprocess.Popen, limits: Limits, deadline: float, kill, 
         with contextlib.suppress(BlockingIOError):
             while len(buf) < limits.output_bytes and read(fd):
                 pass
-    out, err = (bytes(b).decode("utf-8", "replace") for b in bufs.values())
+    out, err = (decode_output(bytes(b)) for b in bufs.values())
     return out, err, reason
 
 
@@ -200,12 +201,13 @@ def supervise(argv: list[str], request: ExecRequest, uid: int | None, cwd: str, 
     kill whatever it left, and reap it; a spawn failure is a SandboxError.
 
     `contained`: for a run in a pid namespace of its own (bwrap), a function that, once the
-    leader has exited by itself, waits until every process of the run is gone and says True;
-    then the scan of /proc for leftovers (~3 ms with a hundred processes on the host) is
-    skipped. After our own kill (timeout, output cap), or when it says False, the scan runs."""
+    leader has exited by itself, waits until every process of the run is gone and returns the
+    CPU ms of what it reaped there (added to the leader's); then the scan of /proc for leftovers
+    (~3 ms with a hundred processes on the host) is skipped. After our own kill (timeout, output
+    cap), or when it returns None, the scan runs."""
     limits = request.limits
     with tempfile.TemporaryFile() as stdin:  # a file, not a pipe: no writer to keep alive
-        stdin.write(request.stdin.encode())
+        stdin.write(encode_text(request.stdin))
         stdin.seek(0)
         start = time.monotonic()
         try:
@@ -223,14 +225,15 @@ def supervise(argv: list[str], request: ExecRequest, uid: int | None, cwd: str, 
             kill_once()
             raise
         finally:
-            if contained is None or reason is not None or not contained():
+            reaped_ms = None if contained is None or reason is not None else contained()
+            if reaped_ms is None:
                 kill_once()  # kill the group before reaping its leader, whose pid names the group
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
     if reason == "timeout" and proc.returncode != -signal.SIGKILL:
         reason = None  # it exited by itself just as the deadline passed: not our kill
-    return Outcome(proc.returncode, out, err, reason, (usage.ru_utime + usage.ru_stime) * 1000,
-                   (time.monotonic() - start) * 1000)
+    cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000 + (reaped_ms or 0.0)
+    return Outcome(proc.returncode, out, err, reason, cpu_ms, (time.monotonic() - start) * 1000)
 
 
 def result(outcome: Outcome, code: int | None, limits: Limits, backend: str) -> ExecResult:
@@ -239,7 +242,7 @@ def result(outcome: Outcome, code: int | None, limits: Limits, backend: str) -> 
     return ExecResult(
         exit_code=code, stdout=outcome.stdout, stderr=outcome.stderr,
         timed_out=reason == "timeout", truncated=reason == "output",
-        kill_reason=reason or kill_reason(code, outcome.stderr, outcome.cpu_ms, limits),
+        kill_reason=reason or kill_reason(code, outcome.cpu_ms, limits),
         wall_ms=outcome.wall_ms, cpu_ms=outcome.cpu_ms, backend=backend)
 
 

@@ -24,8 +24,8 @@ import weakref
 from pathlib import PurePosixPath
 
 from flywheel.sandbox.contract import (
-    ExecRequest, ExecResult, SandboxBackend, SandboxError, cpu_seconds, register_backend,
-    resolve_command)
+    ExecRequest, ExecResult, SandboxBackend, SandboxError, cpu_seconds, decode_output, encode_text,
+    register_backend, resolve_command)
 from flywheel.sandbox.bwrap import ENV, SANDBOX_UID, WORKDIR
 from flywheel.sandbox.docker_image import IMAGE
 from flywheel.sandbox.exit_status import exit_code, kill_reason
@@ -76,11 +76,11 @@ class DockerBackend(SandboxBackend):
         for name, text in request.files.items():
             path = os.path.join(task, "files", *PurePosixPath(name).parts)
             os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
+            with open(path, "wb") as f:
+                f.write(encode_text(text))
         os.makedirs(os.path.join(task, "files"), mode=0o755, exist_ok=True)
-        with open(os.path.join(task, "stdin"), "w", encoding="utf-8") as f:
-            f.write(request.stdin)
+        with open(os.path.join(task, "stdin"), "wb") as f:
+            f.write(encode_text(request.stdin))
         for root, dirs, names in os.walk(task):
             for n in names:
                 os.chmod(os.path.join(root, n), 0o644)
@@ -163,11 +163,11 @@ class DockerBackend(SandboxBackend):
         container.reload()
         oom = container.attrs["State"].get("OOMKilled", False)
         code = -9 if reason[0] else exit_code(status)
-        out, err = (bytes(b).decode("utf-8", "replace") for b in bufs.values())
+        out, err = (decode_output(bytes(b)) for b in bufs.values())
         err, cpu_ms = split_cpu(err)
         if code == 127 and "exec" in err and not reason[0] and "not found" in err:
             raise SandboxError(f"command not found in the image: {err.strip()[-300:]}")
-        why = reason[0] or ("memory" if oom else kill_reason(code, err, cpu_ms, limits))
+        why = reason[0] or kill_reason(code, cpu_ms, limits, oom_killed=oom)
         return ExecResult(exit_code=code, stdout=out, stderr=err, timed_out=why == "timeout",
                           truncated=why == "output", kill_reason=why,
                           wall_ms=(time.monotonic() - start) * 1000, cpu_ms=cpu_ms, backend=self.name)

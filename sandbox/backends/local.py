@@ -17,7 +17,8 @@ from pathlib import PurePosixPath
 
 from flywheel.sandbox.bwrap import (
     NO_NAMESPACES, WORKDIR, bwrap_argv, find_bwrap, interpreter_binds, memfd)
-from flywheel.sandbox.contract import ExecRequest, ExecResult, SandboxError, register_backend
+from flywheel.sandbox.contract import (
+    ExecRequest, ExecResult, SandboxError, encode_text, register_backend)
 from flywheel.sandbox.exit_status import exit_code
 from flywheel.sandbox.seccomp import seccomp_filter
 from flywheel.sandbox.supervise import SANDBOX_PATH, SubprocessBackend, limited, result, supervise
@@ -35,7 +36,7 @@ def file_setup(files) -> tuple[list[str], list[int]]:
             if len(parent.parts) > 2 and parent not in dirs:  # below /sandbox
                 dirs.add(parent)
                 args += ["--dir", str(parent)]
-        fds.append(memfd(text.encode()))
+        fds.append(memfd(encode_text(text)))
         args += ["--perms", "0644", "--file", str(fds[-1]), str(path)]
     return args, fds
 
@@ -54,20 +55,22 @@ def read_status(status_fd: int) -> bytes:
     return os.read(status_fd, 65536)
 
 
-def reap_init(status: bytes) -> bool:
+def reap_init(status: bytes) -> float | None:
     """Wait until the sandbox's init (bwrap's pid 1, our orphan once the outer bwrap has exited)
     is gone, and with it every process of the run: bwrap reports the exit code before its pid
     namespace is empty, and the run's uid must not be leased again before. Reaping it also keeps
-    its zombie from counting against that uid's process limit. False where it is not ours to
-    reap (no subreaper here), so that the caller looks for what is left the slow way."""
+    its zombie from counting against that uid's process limit. Returns the CPU ms the kernel
+    measured for the init and what it reaped (the command: the outer bwrap's own rusage never
+    holds it), or None where it is not ours to reap (no subreaper here), so that the caller looks
+    for what is left the slow way."""
     pid = status_field(status, "child-pid")
     try:
         if pid is not None:
-            os.waitpid(pid, 0)
-            return True
+            _, _, usage = os.wait4(pid, 0)
+            return (usage.ru_utime + usage.ru_stime) * 1000
     except ChildProcessError:
         pass
-    return False
+    return None
 
 
 @register_backend("local")

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import PurePosixPath
 
-from flywheel.sandbox.contract import register_backend
+from flywheel.sandbox.contract import encode_text, register_backend
 from flywheel.sandbox.supervise import SANDBOX_PATH, SubprocessBackend, limited, result, supervise
 
 
@@ -36,8 +36,8 @@ def write_files(workdir: str, files, uid: int | None) -> None:
     for name, text in files.items():
         path = os.path.join(workdir, *PurePosixPath(name).parts)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(path, "wb") as f:
+            f.write(encode_text(text))
     if uid is not None:  # the code may rewrite its own files, and create new ones
         for root, dirs, names in os.walk(workdir):
             for entry in [root] + [os.path.join(root, n) for n in dirs + names]:

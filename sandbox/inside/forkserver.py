@@ -39,7 +39,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I left our own dir out
-from forkserver_child import WORKDIR, be_code, check, drop_capabilities  # noqa: E402
+from forkserver_child import WORKDIR, be_code, check, decode_output, drop_capabilities  # noqa: E402
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc_gil = ctypes.PyDLL(None, use_errno=True)  # clone must not release the GIL (as os.fork)
@@ -142,8 +142,8 @@ def be_x(req_r, out_w, err_w, setup_w):
     for name, text in req["files"].items():
         path = os.path.join(WORKDIR, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(text)  # as contract.encode_text: lone surrogates never raise
     drop_capabilities()
     be_code(req, out_w, err_w, setup_w)
 
@@ -207,8 +207,8 @@ def serve_one(standby, raw, req):
         os.close(fd)
     if setup:
         yield {"error": parse_error(setup)}
-    yield {"stdout": bytes(bufs[standby.out_r]).decode("utf-8", "replace"),
-           "stderr": bytes(bufs[standby.err_r]).decode("utf-8", "replace"), "reason": reason,
+    yield {"stdout": decode_output(bufs[standby.out_r]),
+           "stderr": decode_output(bufs[standby.err_r]), "reason": reason,
            "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000,
            "exit_code": os.waitstatus_to_exitcode(status)}
 

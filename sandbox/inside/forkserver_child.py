@@ -31,6 +31,12 @@ def install_seccomp() -> None:
           "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
+def decode_output(data):
+    """As contract.decode_output (this side cannot import flywheel): what the code emitted, as
+    text any table stores; invalid UTF-8 becomes U+FFFD."""
+    return bytes(data).decode("utf-8", "replace")
+
+
 def check(ret, what):
     if ret != 0:
         err = ctypes.get_errno()
@@ -53,8 +59,9 @@ def set_limits(limits):
 
 def run_python(argv):
     """C: what `python -I ARGV` would do, in this warm interpreter. Returns the exit code."""
-    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
-    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
+    # The error handlers CPython picks under the sandbox's C.UTF-8 locale, as a cold run has them
+    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", errors="surrogateescape", closefd=False)
     sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace",
                                        closefd=False, buffering=1)
     try:
@@ -105,7 +112,7 @@ def be_code(req, out_w, err_w, setup_w):
     `setup_w` reports a failure before the code runs; it is closed (with every other fd but 0-2)
     just before, so the code can neither write to it nor see its end of anything."""
     stdin = os.memfd_create("stdin")
-    os.write(stdin, req["stdin"].encode())
+    os.write(stdin, req["stdin"].encode("utf-8", "surrogatepass"))  # as contract.encode_text
     os.lseek(stdin, 0, os.SEEK_SET)
     for src, dst in ((stdin, 0), (out_w, 1), (err_w, 2)):
         os.dup2(src, dst)

@@ -8,7 +8,7 @@ left in the work dir: symlinks are never followed out of it, FIFOs and devices n
 import os
 import shutil
 
-from forkserver_child import WORKDIR
+from forkserver_child import WORKDIR, decode_output
 
 SNAPSHOTS = {}
 
@@ -71,12 +71,13 @@ def session_op(req):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             if os.path.islink(path):
                 os.unlink(path)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
+            with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write(text)  # as contract.encode_text
     elif op == "delete":
         for rel in req["paths"]:
             os.unlink(inside(rel))
     elif op == "read":
-        return {"files": {rel: data.decode("utf-8", "replace")
+        # A name the code made may be any bytes but "/" and NUL: backslash-escaped, as text.
+        return {"files": {os.fsencode(rel).decode("utf-8", "backslashreplace"): decode_output(data)
                           for rel, (kind, data) in tree().items() if kind == "f"}}
     return {"ok": True}

@@ -150,15 +150,86 @@ def test_output_cap_stops_a_flood_quickly(sandbox):
 
 
 def test_memory_limit(sandbox):
+    """RLIMIT_AS refuses the allocation: the code's own exception, not a kill (exit_status.py)."""
     result = run(sandbox, "x = bytearray(2 * 1024**3)")
     assert result.exit_code == 1 and "MemoryError" in result.stderr
-    assert result.kill_reason == "memory"
+    assert result.kill_reason is None
 
 
 def test_process_limit(sandbox):
+    """The limit refuses the thread: the code's own exception, not a kill (exit_status.py)."""
     code = "import threading, time\nfor _ in range(8): threading.Thread(target=time.sleep, args=(1,)).start()"
     result = run(sandbox, code, limits=Limits(processes=4))
-    assert result.exit_code != 0 and result.kill_reason == "processes", result.stderr
+    assert result.exit_code != 0 and "can't start new thread" in result.stderr
+    assert result.kill_reason is None, result
+
+
+# ---- output that cannot be encoded: every record comes back, decoded safely ----
+
+def assert_storable(result: ExecResult) -> None:
+    """Every text of the result encodes as strict UTF-8 (what Parquet and JSON writers need)."""
+    for text in (result.stdout, result.stderr):
+        text.encode("utf-8")
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+
+
+def test_invalid_utf8_and_nul_bytes_in_both_streams(sandbox):
+    code = ("import os\nos.write(1, b'ok \\xff\\xfe\\x00 \\xed\\xa0\\x80 end\\n')\n"
+            "os.write(2, b'\\xc3\\x28 \\x00 \\x80')")
+    result = run(sandbox, code)
+    assert result.exit_code == 0 and result.kill_reason is None, result
+    assert result.stdout == "ok \ufffd\ufffd\x00 \ufffd\ufffd\ufffd end\n"
+    assert result.stderr == "\ufffd( \x00 \ufffd"
+    assert_storable(result)
+
+
+def test_printing_a_lone_surrogate_is_the_codes_own_error(sandbox):
+    result = run(sandbox, "print('a\\udcff b\\ud800')")
+    assert result.exit_code == 1 and "UnicodeEncodeError" in result.stderr, result
+    assert_storable(result)
+
+
+@pytest.mark.parametrize("field", ["stdin", "file"])
+def test_lone_surrogates_in_the_request_run_as_invalid_bytes(sandbox, field):
+    """Model output may hold lone surrogates; they reach the code as the bytes they stand for,
+    and what it makes of them is its own doing: never an exception, never a SandboxError."""
+    text = "x = '\udcff \ud800'\n"
+    if field == "stdin":
+        result = run(sandbox, "import sys; print(sys.stdin.buffer.read())", stdin=text)
+        assert result.exit_code == 0 and "\\xed\\xb3\\xbf \\xed\\xa0\\x80" in result.stdout, result
+    else:
+        result = run(sandbox, text)
+        assert result.exit_code == 1 and "SyntaxError" in result.stderr, result
+    assert_storable(result)
+
+
+def test_file_names_the_code_makes_come_back_storable(sandbox):
+    code = "import os\nopen(b'\\xff\\xfe.txt', 'w').write('x')\nprint(os.listdir('.'))"
+    result = run(sandbox, code)
+    assert result.exit_code == 0 and "\\udcff\\udcfe.txt" in result.stdout, result
+    assert_storable(result)
+
+
+@pytest.mark.parametrize("name", ["a\0b.py", "a\udcff.py", "d\ud800/x.py"])
+def test_a_file_name_that_cannot_exist_is_an_input_error(name):
+    with pytest.raises(ValueError, match="cannot be a file name"):
+        ExecRequest({name: "x"}, ("python", name))
+
+
+# ---- the record rests on the kernel's word: what the code prints or chooses is no kill ----
+
+@pytest.mark.parametrize("status", [152, 137, 128 + signal.SIGSEGV, 1])
+def test_an_exit_status_the_code_chose_is_no_limit_kill(sandbox, status):
+    result = run(sandbox, f"import sys; sys.exit({status})", limits=Limits(cpu_s=1))
+    assert result.kill_reason in (None, "signal") and not result.timed_out, result
+    assert result.exit_code in (status, -(status - 128)), result
+
+
+@pytest.mark.parametrize("claim", ["MemoryError", "Cannot allocate memory", "std::bad_alloc",
+                                   "can't start new thread", "BlockingIOError: [Errno 11]"])
+def test_a_printed_limit_message_is_no_kill(sandbox, claim):
+    result = run(sandbox, f"import sys; print({claim!r}, file=sys.stderr); sys.exit(1)")
+    assert (result.exit_code, result.kill_reason) == (1, None), result
 
 
 def test_parent_environment_is_invisible(sandbox, monkeypatch):

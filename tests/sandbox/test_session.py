@@ -97,3 +97,15 @@ def test_symlinks_the_code_plants_cannot_redirect_edits(session):
 def test_only_local_has_sessions():
     with get_backend("unsafe-subprocess") as other, pytest.raises(SandboxError, match="no sessions"):
         SandboxSession(other, TASK)
+
+
+def test_what_a_turn_emits_comes_back_storable(session):
+    """Names of any bytes, contents of invalid UTF-8, lone surrogates in the model's edits: every
+    turn and every read comes back as text a table can store, never an exception."""
+    session.write({"edit.py": "x = '\\udcff'\nprint('\\udcff \\ud800')\n# \udcff"})
+    result = session.run(("python", "edit.py"))
+    assert result.exit_code == 1 and "Error" in result.stderr and result.kill_reason is None, result
+    session.run(("python", "-c", "open(b'\\xff\\x01.txt', 'wb').write(b'\\xfe\\x00')"))
+    files = session.files()
+    assert files["\\xff\x01.txt"] == "\ufffd\x00", files  # invalid bytes escaped, the rest kept
+    json.dumps(files, ensure_ascii=False).encode("utf-8")
