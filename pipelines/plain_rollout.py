@@ -17,13 +17,15 @@ from flywheel.transforms.filters import apply_filters
 from flywheel.transforms.generate import generate_batch
 from flywheel.sandbox import get_backend
 from flywheel.transforms.verify import verify_attempt
+from flywheel.verifiers.bounded import BoundedVerifier, Bounds
 
 
 def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: float, seed: int,
                   iteration: int = 0, mode: str = "train", sandbox: str = "local",
                   batch_size: int = 256, workers: int = 4, backend=None,
-                  sandbox_options: dict | None = None):
-    """Scored attempts and error rows for `tasks`, one batch at a time."""
+                  sandbox_options: dict | None = None, bounds: Bounds = Bounds()):
+    """Scored attempts and error rows for `tasks`, one batch at a time; every verification is
+    bounded by `bounds` as in the pipeline's Verify step."""
     attempts = [a for t in tasks for a in expand_task(
         t, run_id="plain", iteration=iteration, policy_version=0, seed=seed,
         n_samples=n_samples, temperature=temperature, mode=mode)]
@@ -31,14 +33,14 @@ def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: flo
     backend = backend or get_backend(sandbox, **(sandbox_options or {}))
     scored, errors = [], []
     try:
-        with ThreadPoolExecutor(workers) as pool:
+        with ThreadPoolExecutor(workers) as pool, BoundedVerifier(bounds) as bounded:
             for start in range(0, len(attempts), batch_size):
                 batch = attempts[start:start + batch_size]
                 batch = [a.replace(**g) for a, g in zip(batch, generate_batch(policy, batch))]
                 executed, errs = execute_batch(batch, backend, pool)
                 errors += errs
                 for attempt in executed:
-                    out, err = verify_attempt(attempt)
+                    out, err = verify_attempt(attempt, bounded)
                     scored.append(apply_filters(out))
                     if err:
                         errors.append(err)

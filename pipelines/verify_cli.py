@@ -1,20 +1,26 @@
 """`flywheel verify`: score responses to tasks exactly as the pipeline's Verify step does.
 
     flywheel verify --tasks humaneval.jsonl --responses answers.jsonl > scored.jsonl
+    flywheel verify ... --sandbox bwrap --sandbox-options warm=false   # choose the sandbox path
 
 Responses are JSONL rows `{"task_id", "response"}`. Each goes through the same functions as the
 pipeline (execute_batch in the sandbox, verify_attempt, apply_filters) and comes out as one JSON
 line: task_id, domain, reward, verdict, reward_components, exploit_suspected, filtered,
 filter_reason, detail. A response to an unknown or invalid task is an `input_error` line.
+Every verification is bounded as in the pipeline (flywheel.verifiers.bounded): past
+`--verify-deadline` seconds or `--verify-memory-mb` the response scores 0 as a model failure.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 
 from flywheel.pipelines.tasks_cli import load_tasks, read_rows
+from flywheel.verifiers.bounded import BoundedVerifier, Bounds
+
 
 def attempt_of(task: dict, response: str, index: int):
     """The attempt the pipeline would have made, with `response` as what was sampled."""
@@ -32,14 +38,18 @@ def output_line(attempt) -> dict:
 
 
 def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "local",
-                     workers: int = 2, batch_size: int = 64):
-    """Yield one output line per response, in order."""
+                     workers: int = 2, batch_size: int = 64, sandbox_options: dict | None = None,
+                     bounds: Bounds = Bounds(), bounded: BoundedVerifier | None = None):
+    """Yield one output line per response, in order; verifications run in `bounded` (a worker of
+    `bounds` opened for this call when None)."""
     from flywheel.transforms.execute import execute_batch
     from flywheel.transforms.filters import apply_filters
     from flywheel.sandbox import get_backend
     from flywheel.transforms.verify import verify_attempt
     by_id = {t["task_id"]: t for t in tasks}
-    with get_backend(sandbox) as backend, ThreadPoolExecutor(workers) as pool:
+    with (get_backend(sandbox, **(sandbox_options or {})) as backend,
+          nullcontext(bounded) if bounded else BoundedVerifier(bounds) as bounded,
+          ThreadPoolExecutor(workers) as pool):
         for start in range(0, len(responses), batch_size):
             batch, lines = [], {}
             for i, row in enumerate(responses[start:start + batch_size], start=start):
@@ -54,7 +64,7 @@ def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "l
                     batch.append(attempt_of(task, row["response"], i))
             executed, _ = execute_batch(batch, backend, pool)
             for attempt in executed:
-                scored, _ = verify_attempt(attempt)
+                scored, _ = verify_attempt(attempt, bounded)
                 lines[attempt.sample_index] = output_line(apply_filters(scored))
             yield from (lines[i] for i in sorted(lines))
 
@@ -65,10 +75,32 @@ def add_parser(sub) -> None:
     p.add_argument("--responses", required=True, help="JSONL of {task_id, response}")
     p.add_argument("--domain", help="domain of task rows that have no `domain` field")
     p.add_argument("--sandbox", default="local", help="sandbox backend")
+    p.add_argument("--sandbox-options", default="",
+                   help="comma-separated KEY=VALUE backend options, e.g. warm=false or runtime=runsc")
+    p.add_argument("--verify-deadline", type=float, default=Bounds().deadline_s,
+                   help="seconds one verification may take (default: %(default)s)")
+    p.add_argument("--verify-memory-mb", type=int, default=Bounds().memory_mb,
+                   help="MiB one verification may add to its worker (default: %(default)s)")
     p.add_argument("--workers", type=int, default=2, help="sandbox runs in parallel")
 
 
+def sandbox_options(args) -> dict:
+    """--sandbox-options as the backend's kwargs; ValueError for a malformed or unknown option."""
+    from flywheel.sandbox import check_options
+    pairs, options = tuple(pair for pair in args.sandbox_options.split(",") if pair), {}
+    if pairs:  # the run config's parser (it imports the trainer: only when needed)
+        from flywheel.pipelines.config import parse_options
+        options = parse_options(pairs)
+    check_options(args.sandbox, options)
+    return options
+
+
 def run(args, console) -> int:
+    try:
+        options = sandbox_options(args)
+    except ValueError as e:
+        console.print(f"[red]error: {e}[/]", highlight=False)
+        return 2
     tasks, problems = load_tasks(args.tasks, args.domain)
     for problem in problems:
         console.print(f"[yellow]skipped task[/] {problem}", highlight=False)
@@ -79,7 +111,9 @@ def run(args, console) -> int:
             return 2
         responses.append(row)
     verdicts, total = Counter(), 0.0
-    for line in verify_responses(tasks, responses, args.sandbox, args.workers):
+    bounds = Bounds(deadline_s=args.verify_deadline, memory_mb=args.verify_memory_mb)
+    for line in verify_responses(tasks, responses, args.sandbox, args.workers,
+                                 sandbox_options=options, bounds=bounds):
         print(json.dumps(line), flush=True)
         verdicts[line["verdict"]] += 1
         total += line["reward"]

@@ -25,15 +25,16 @@ def now() -> dt.datetime:
 
 
 def error_row(stage: str, kind: str, error: BaseException | str, element: dict | None = None,
-              payload: Any = None, retry_count: int = 0) -> dict:
-    """One `errors` row. `kind` is environment (our side), model (the policy's output) or input."""
+              payload: Any = None, retry_count: int = 0, error_type: str | None = None) -> dict:
+    """One `errors` row. `kind` is environment (our side), model (the policy's output) or input;
+    `error_type` names the failure when `error` is a message (default: the stage)."""
     element = element or {}
     if isinstance(error, BaseException):
         error_type, message = type(error).__name__, str(error) or repr(error)
         if kind == "environment":
             message += "\n" + "".join(traceback.format_exception(error)[-3:])
     else:
-        error_type, message = stage, error
+        error_type, message = error_type or stage, error
     if payload is None:
         payload = {k: element[k] for k in ("prompt", "response") if k in element}
     count(f"errors_{kind}")

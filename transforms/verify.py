@@ -1,4 +1,19 @@
-"""Verify: the domain's verifier scores each attempt; a verifier that raises is an error row."""
+"""Verify: the domain's verifier scores each attempt, bounded in time and memory.
+
+Every verification runs in a `BoundedVerifier` worker (flywheel.verifiers.bounded): the Beam DoFn
+opens one in setup() and closes it in teardown(); `verify_attempt` callers outside Beam pass
+theirs or share this process's. A verification that yields no verdict (deadline, memory cap,
+the worker dying, the verifier raising) is blamed by one general rule, not per verifier:
+
+    the same verifier, on the same task and execution, is asked to score a blank response.
+    If it can, what this response contains is what broke it: a MODEL failure, scored 0 with
+    verdict `fail` (it stays in training as a wrong answer), and an `errors` row of kind `model`.
+    If it cannot, the defect is the verifier's or the task's own (an unparsable reference
+    answer, a missing execution result): an ENVIRONMENT error, verdict `error`, failure
+    `verifier`, which removes the attempt from training.
+
+The probe runs only on failures, so a scored response costs one round trip to the worker.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +23,37 @@ from flywheel.domains.registry import get_domain
 from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
 from flywheel.verifiers import Verdict, get_verifier
+from flywheel.verifiers.bounded import BoundedVerifier, Bounds, Outcome, shared
+
+BLANK_RESPONSE = ""
 
 
-def verify_attempt(attempt: Attempt) -> tuple[Attempt, dict | None]:
+def _blame(bounded: BoundedVerifier, verifier, attempt: Attempt, outcome: Outcome) -> str:
+    """`model` when the verifier scores a blank response to the same task, else `environment`."""
+    probe = bounded.run(verifier, attempt.task, BLANK_RESPONSE, attempt.execution)
+    return "model" if probe.verdict is not None else "environment"
+
+
+def verify_attempt(attempt: Attempt, bounded: BoundedVerifier | None = None) -> tuple[Attempt, dict | None]:
     """The attempt with its verdict fields, and an `errors` row when verification failed."""
+    bounded = bounded or shared()
     verifier = get_verifier(get_domain(attempt.domain).verifier)
     error, failure = None, attempt.failure
     if failure:
         verdict = Verdict(0.0, "error", detail=f"{failure} error before verification")
     else:
-        try:
-            verdict = verifier(attempt.task, attempt.response, attempt.execution)
-        except Exception as e:
-            error = error_row("verify", "environment", e, attempt.context())
-            verdict, failure = Verdict(0.0, "error", detail=str(e)), "verifier"
+        outcome = bounded.run(verifier, attempt.task, attempt.response, attempt.execution)
+        verdict = outcome.verdict
+        if verdict is None:
+            kind = _blame(bounded, verifier, attempt, outcome)
+            count(outcome.failure)
+            error = error_row("verify", kind, outcome.message, attempt.context(),
+                              error_type=outcome.failure)
+            detail = f"{outcome.failure}: {outcome.message.splitlines()[0] if outcome.message else ''}"
+            if kind == "model":
+                verdict = Verdict(0.0, "fail", {"verifier_failed": 1.0}, detail=detail)
+            else:
+                verdict, failure = Verdict(0.0, "error", detail=detail), "verifier"
     if verdict.exploit_suspected:
         count("exploit_suspected")
     count(f"verdict_{verdict.verdict}_{attempt.mode}")
@@ -33,15 +65,31 @@ def verify_attempt(attempt: Attempt) -> tuple[Attempt, dict | None]:
 
 
 class _Verify(beam.DoFn):
+    def __init__(self, bounds: Bounds):
+        self._bounds = bounds
+        self._bounded: BoundedVerifier | None = None
+
+    def setup(self):
+        self._bounded = BoundedVerifier(self._bounds)
+
     def process(self, attempt):
-        out, error = verify_attempt(attempt)
+        out, error = verify_attempt(attempt, self._bounded)
         if error is not None:
             yield errors_output(error)
         yield out
+
+    def teardown(self):
+        if self._bounded is not None:
+            self._bounded.close()
 
 
 class Verify(beam.PTransform):
     """Attempts in, scored attempts (reward_raw, verdict, reward_components) out, plus errors."""
 
+    def __init__(self, bounds: Bounds = Bounds()):
+        super().__init__()
+        self._bounds = bounds
+
     def expand(self, attempts):
-        return attempts | "Score" >> beam.ParDo(_Verify()).with_outputs(ERRORS_TAG, main="attempts")
+        return attempts | "Score" >> beam.ParDo(_Verify(self._bounds)).with_outputs(
+            ERRORS_TAG, main="attempts")

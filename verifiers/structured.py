@@ -19,6 +19,7 @@ from flywheel.verifiers import Verdict, register_verifier
 
 _BLOCK = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.S | re.I)
 MAX_CHARS = 100_000
+MAX_DEPTH = 64  # deeper JSON is no answer to a schema; recursing into it would hit Python's stack
 
 
 class _Duplicate(dict):
@@ -36,9 +37,21 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not JSON")
 
 
+def depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (iteratively: it may be nested thousands deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def parse_json(response: str) -> tuple[Any, list[str]]:
     """(the JSON value of the response or None, flags). Tries the last ```json block, then the
-    whole text, then the span from the first `{` to the last `}`."""
+    whole text, then the span from the first `{` to the last `}`. A value nested deeper than
+    MAX_DEPTH counts as no value."""
     text = response[:MAX_CHARS]
     blocks = _BLOCK.findall(text)
     decoded = []
@@ -46,6 +59,9 @@ def parse_json(response: str) -> tuple[Any, list[str]]:
         try:
             decoded.append(json.loads(candidate, object_pairs_hook=_object, parse_constant=_reject_constant))
         except (ValueError, RecursionError):
+            continue
+        if depth(decoded[-1]) > MAX_DEPTH:
+            decoded.pop()
             continue
         if not blocks:
             break
@@ -65,11 +81,19 @@ def leaves(value: Any, path: str = "") -> dict[str, Any]:
     return {path: value}
 
 
+def close(a: Any, b: Any, tol: float) -> bool:
+    """Numbers equal within `tol`; an int too large for a float (10**4000) is equal to nothing."""
+    try:
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=tol)
+    except OverflowError:
+        return False
+
+
 def same(got: Any, want: Any, tol: float) -> bool:
     if isinstance(want, bool) or isinstance(got, bool) or want is None:
         return got is want or got == want and type(got) is type(want)
     if isinstance(want, (int, float)):
-        return _number(got) and math.isclose(got, want, rel_tol=1e-9, abs_tol=tol)
+        return _number(got) and close(got, want, tol)
     if isinstance(want, str) and isinstance(got, str):
         return " ".join(got.split()).casefold() == " ".join(want.split()).casefold()
     return False
@@ -91,15 +115,22 @@ def _number(x: Any) -> bool:
 
 
 def reconciled(value: Any, rule: dict, tol: float) -> bool:
+    """The rule holds on the response's own numbers; sums or products beyond a float's range fail."""
+    try:
+        return _reconciled(value, rule, tol)
+    except OverflowError:  # 10**4000 + 0.5
+        return False
+
+
+def _reconciled(value: Any, rule: dict, tol: float) -> bool:
     if "sum" in rule:
         parts, total = _select(value, rule["sum"]), _select(value, rule["equals"])
         return (all(map(_number, parts)) and len(total) == 1 and _number(total[0])
-                and math.isclose(sum(parts), total[0], rel_tol=1e-9, abs_tol=tol))
+                and close(sum(parts), total[0], tol))
     items = _select(value, rule["each"] + "[]")
     return bool(items) and all(
         isinstance(it, dict) and all(_number(it.get(k)) for k in [*rule["product"], rule["equals"]])
-        and math.isclose(math.prod(it[k] for k in rule["product"]), it[rule["equals"]],
-                         rel_tol=1e-9, abs_tol=tol) for it in items)
+        and close(math.prod(it[k] for k in rule["product"]), it[rule["equals"]], tol) for it in items)
 
 
 @lru_cache(maxsize=256)
