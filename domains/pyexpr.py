@@ -1,15 +1,42 @@
 """Write a Python expression with a given value; the expression is executed in the sandbox.
 
 "expr 14:" -> "3*4+2". Many answers are right, which is where RL beats imitation: the verifier
-runs the response as Python and accepts any expression with an operator whose printed value is
-the target.
+runs the response as Python and accepts any arithmetic expression with a binary operator whose
+printed value is the target.
 """
 
 from __future__ import annotations
 
+import ast
 import random
 
 from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
+
+
+_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)
+
+
+def expression_source(response: str) -> str:
+    """The response as the program evaluates it: inside parentheses, on lines of their own."""
+    return f"(\n{response}\n)"
+
+
+def arithmetic_shape(response: str) -> tuple[bool, bool]:
+    """(is_arithmetic, has_operator) of the response, read from its syntax tree, never its text:
+    arithmetic means numbers (int or float), operators and parentheses only, so no call, name or
+    string can print or exit in the expression's place; has_operator means a binary arithmetic
+    operator (+ - * / // % **) is in the tree, so a comment or a string holding one does not count,
+    nor a bare literal with a sign."""
+    try:
+        tree = ast.parse(expression_source(response), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False, False
+    nodes = list(ast.walk(tree))
+    arithmetic = all(isinstance(n, _ALLOWED) or (isinstance(n, ast.Constant) and type(n.value) in (int, float))
+                     for n in nodes)
+    has_operator = any(isinstance(n, ast.BinOp) and isinstance(n.op, _OPERATORS) for n in nodes)
+    return arithmetic, has_operator
 
 
 @register_domain
@@ -41,5 +68,5 @@ class PythonExpression(Domain):
 
     def program(self, task: dict, response: str) -> dict:
         # The response is untrusted code: it runs only inside the sandbox.
-        return {"files": {"main.py": f"value = (\n{response}\n)\nprint(repr(value))\n"},
+        return {"files": {"main.py": f"value = {expression_source(response)}\nprint(repr(value))\n"},
                 "command": ["python", "main.py"]}

@@ -7,6 +7,7 @@ import math
 import re
 from typing import Any
 
+from flywheel.domains.pyexpr import arithmetic_shape
 from flywheel.verifiers.registry import Verdict, register_verifier
 
 
@@ -41,23 +42,21 @@ def numeric_match(task: dict, response: str, execution: Any = None) -> Verdict:
     return _binary(ok, parsed=float(got is not None))
 
 
-_OPERATOR = re.compile(r"[-+*/%]")
-
-
 @register_verifier("python_output", "1")
 def python_output(task: dict, response: str, execution: Any = None) -> Verdict:
     """The sandboxed program exited 0, within its limits, and printed the answer's repr.
 
-    The response must contain an arithmetic operator: the task asks for an expression, so a bare
-    literal scores 0 (and is not counted as a pass).
+    The response must be an arithmetic expression (numbers, operators, parentheses) with a binary
+    operator, as its syntax tree says: the task asks for one, so a bare literal, an operator only in
+    a comment or a string, or code that prints the answer in the expression's place scores 0.
     """
     if execution is None:
         raise ValueError("python_output needs a sandbox execution result")
     ran = execution.exit_code == 0 and execution.kill_reason is None
     printed = execution.stdout.strip() == repr(int(task["answer"])) if ran else False
-    has_operator = bool(_OPERATOR.search(response))
-    return _binary(ran and printed and has_operator, ran=float(ran), printed=float(printed),
-                   has_operator=float(has_operator))
+    arithmetic, has_operator = arithmetic_shape(response)
+    return _binary(ran and printed and arithmetic and has_operator, ran=float(ran), printed=float(printed),
+                   arithmetic=float(arithmetic), has_operator=float(has_operator))
 
 
 @register_verifier("digit_sum", "1")

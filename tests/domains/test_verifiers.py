@@ -49,6 +49,24 @@ def test_python_output_decides_from_the_recorded_result(response, verdict):
     assert run_expr(response).verdict == verdict
 
 
+@pytest.mark.parametrize("response", [
+    "14 # +", "14 # 7*2", "14  # 1-1\n", "14 #%", "+14", "--14", "-(-14)",     # operator only in a comment or a sign
+    "int('7+7')", "len('14 chars: +-*/%..')", "14 if '+' else 0",              # operator in a string
+    "print(14) or exit() or 1+1", "(print(14), exit())[0] + 1",                # prints 14 in the expression's place
+    "14) or (0+0", "14)\nimport sys\nprint(14)\nsys.exit(0)\nx = (1+1",      # breaks out of the parentheses
+    "__import__('sys').stdout.write('14\\n') and exit() or 1-1", "True*14+0", "abs(-14)+0",
+])
+def test_python_output_wants_an_arithmetic_expression_by_its_syntax(response):
+    v = run_expr(response)
+    assert v.verdict == "fail" and v.reward == 0.0, (response, v)
+
+
+@pytest.mark.parametrize("response", ["7*2", "(7 * 2)", "28//2", "2**4-2", "0x0E+0", "1_0+4", "7 *\n2",
+                                      "15 % 16 - 1 # a comment", "~-15+0"])
+def test_python_output_passes_arithmetic_with_an_operator(response):
+    assert run_expr(response).verdict == "pass", response
+
+
 def test_duplicate_verifier_names_are_refused():
     with pytest.raises(ValueError, match="already registered"):
         register_verifier("exact_match", "2")(lambda t, r, e: None)
