@@ -107,15 +107,19 @@ def interpreter_binds(python: str) -> list[str]:
 
 def bwrap_argv(bwrap: str, limits: Limits, *, binds=(), setup=(), status_fd: int | None = None,
                nested_userns: bool = False, seccomp_fd: int | None = None,
-               chdir: str = WORKDIR) -> list[str]:
+               chdir: str = WORKDIR, as_pid_1: bool = False) -> list[str]:
     """The bwrap command line up to (not including) the sandboxed command.
 
     `binds`: extra read-only binds; `setup`: more actions on the fresh root (e.g. `--file FD
     DEST` to fill the work dir); `status_fd`: where bwrap writes its JSON status;
     `nested_userns`: allow user namespaces inside (only for the warm pool's server, whose
-    attempts each make one and forbid any below it); `seccomp_fd`: a BPF program for the command.
+    attempts each make one and forbid any below it); `seccomp_fd`: a BPF program for the command;
+    `as_pid_1`: the command is the namespace's pid 1, with no bwrap init beside it. bwrap's init
+    holds the run's stdin and stdout, and run as a non-root host user it is the code's uid and
+    dumpable: any process of the run could reopen the input through /proc/1/fd/0 (the tests and
+    expected values of a harness) or write its report channel through /proc/1/fd/1.
     """
-    argv = [bwrap, "--unshare-all", "--unshare-user",
+    argv = [bwrap, "--unshare-all", "--unshare-user", *(["--as-pid-1"] if as_pid_1 else []),
             *([] if nested_userns else ["--disable-userns"]), "--die-with-parent",
             "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--hostname", "sandbox", "--clearenv",

@@ -85,13 +85,15 @@ def which(program: str) -> str:
     return found
 
 
-def limited(command: list[str], limits: Limits, uid: int | None, tools: dict, extra_procs=0):
+def limited(command: list[str], limits: Limits, uid: int | None, tools: dict, extra_procs=0,
+            pid_1: bool = False):
     """`command` behind prlimit (rlimits) and setpriv (no new privileges, and as root: drop to
-    `uid` with no groups). Exec'd wrappers, not a Popen preexec_fn: a preexec_fn forces fork()
+    `uid` with no groups); `pid_1`: the command is its pid namespace's init, which the kernel
+    spares SIGXCPU, so the CPU limit is a SIGKILL at the limit itself. Exec'd wrappers, not a Popen preexec_fn: a preexec_fn forces fork()
     instead of vfork(), and fork() runs the parent's atfork handlers in the child, where gRPC's
     (every Beam worker has it) abort the child now and then."""
     cpu, memory, fsize = cpu_seconds(limits), limits.memory_mb << 20, limits.file_size_mb << 20
-    argv = [tools["prlimit"], f"--as={memory}", f"--cpu={cpu}:{cpu + 1}",  # SIGXCPU, then SIGKILL
+    argv = [tools["prlimit"], f"--as={memory}", f"--cpu={cpu}:{cpu if pid_1 else cpu + 1}",  # SIGXCPU, SIGKILL
             f"--fsize={fsize}", f"--nofile={limits.open_files}", "--core=0",
             f"--nproc={limits.processes + extra_procs}", "--", tools["setpriv"], "--no-new-privs"]
     if uid is not None:

@@ -23,7 +23,7 @@ from flywheel.sandbox.exit_status import exit_code
 from flywheel.sandbox.seccomp import seccomp_filter
 from flywheel.sandbox.supervise import SANDBOX_PATH, SubprocessBackend, limited, result, supervise
 
-_EXTRA_PROCS = 2  # bwrap outside the namespaces, and bwrap as pid 1 inside
+_EXTRA_PROCS = 1  # bwrap outside the namespaces (the command is pid 1 inside: see bwrap_argv)
 SECCOMP = seccomp_filter()
 
 
@@ -120,8 +120,8 @@ class LocalBackend(SubprocessBackend):
             # The interpreter's prefix only for Python: as root it may be out of the uid's reach.
             binds = interpreter_binds(command[0]) if command[0] == self._python else []
             argv = bwrap_argv(self._bwrap, request.limits, binds=binds, setup=setup,
-                              status_fd=status_fd, seccomp_fd=seccomp_fd) + command
-            outcome = supervise(limited(argv, request.limits, uid, self._tools, _EXTRA_PROCS),
+                              status_fd=status_fd, seccomp_fd=seccomp_fd, as_pid_1=True) + command
+            outcome = supervise(limited(argv, request.limits, uid, self._tools, _EXTRA_PROCS, pid_1=True),
                                 request, uid, "/", {"PATH": SANDBOX_PATH}, pass_fds=fds,
                                 contained=lambda: reap_init(read_status(status_fd)))
             code = exit_code(status_field(read_status(status_fd), "exit-code"))  # None: never ran
