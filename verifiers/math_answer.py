@@ -26,17 +26,20 @@ _LATEX = [(r"\\left|\\right|\\!|\\,|\\;|\$|\\displaystyle", ""), (r"\\[dt]?frac"
           (r"(\d),(\d{3})\b", r"\1\2"), (r"\\text\{[^}]*\}", "")]
 
 
+_BRACES = re.compile(r"\\(?:boxed|fbox)\s*\{|[{}]")
+
+
 def boxed(text: str) -> list[str]:
-    """The contents of every \\boxed{...} (or \\fbox{...}), braces balanced."""
-    found = []
-    for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            found.append(text[m.end():i - 1])
-    return found
+    """The contents of every \\boxed{...} (or \\fbox{...}), braces balanced, in order of
+    their start. One pass with a stack: thousands of unclosed boxes cost no more than one."""
+    found, stack = [], []  # stack: where each open brace's content starts, or -1 if not a box
+    for m in _BRACES.finditer(text):
+        if m.group() == "}":
+            if stack and (start := stack.pop()) >= 0:
+                found.append((start, text[start:m.start()]))
+        else:
+            stack.append(m.end() if m.group() != "{" else -1)
+    return [content for _, content in sorted(found)]
 
 
 def extract_answer(response: str) -> tuple[str | None, str, list[str]]:
