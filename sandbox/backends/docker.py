@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -32,7 +33,7 @@ from flywheel.sandbox.exit_status import exit_code, kill_reason
 from flywheel.sandbox.seccomp import docker_profile
 
 CPU_MARK = "\n@flywheel-cpu@\n"
-_ENTRY = ('cp -R /task/files/. /sandbox/ && { "$@" < /task/stdin; rc=$?; '
+_ENTRY = ('cp -R /task/files/. /sandbox/ && { "$@"; rc=$?; '
           'printf "\\n@flywheel-cpu@\\n" >&2; times >&2; exit $rc; }')
 _TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s\s*")
 SECCOMP_PROFILE = docker_profile()
@@ -70,7 +71,9 @@ class DockerBackend(SandboxBackend):
         return self._local.client
 
     def _stage(self, request: ExecRequest) -> str:
-        """A host dir holding files/ and stdin, readable (not writable) by the container's uid."""
+        """A host dir holding files/, readable (not writable) by the container's uid. Never the
+        stdin: a file stays readable by every process of the run (a harness's plan, with its
+        expected values, under the eyes of the solution it tests); it goes down a pipe."""
         task = tempfile.mkdtemp(dir=self._tasks)
         os.chmod(task, 0o755)
         for name, text in request.files.items():
@@ -79,8 +82,6 @@ class DockerBackend(SandboxBackend):
             with open(path, "wb") as f:
                 f.write(encode_text(text))
         os.makedirs(os.path.join(task, "files"), mode=0o755, exist_ok=True)
-        with open(os.path.join(task, "stdin"), "wb") as f:
-            f.write(encode_text(request.stdin))
         for root, dirs, names in os.walk(task):
             for n in names:
                 os.chmod(os.path.join(root, n), 0o644)
@@ -101,7 +102,7 @@ class DockerBackend(SandboxBackend):
         start = time.monotonic()
         try:
             container = client.containers.create(
-                self.image, ["/bin/sh", "-c", _ENTRY, "sh", *command], user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+                self.image, ["/bin/sh", "-c", _ENTRY, "sh", *command], user=f"{SANDBOX_UID}:{SANDBOX_UID}", stdin_open=True,
                 working_dir=WORKDIR, environment=ENV, hostname="sandbox", network_mode="none",
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
                 read_only=True, init=True, ipc_mode="none",  # private IPC, no /dev/shm
@@ -143,7 +144,9 @@ class DockerBackend(SandboxBackend):
                 pass  # already gone
 
         stream = container.attach(stdout=True, stderr=True, stream=True, demux=True)
+        stdin = container.attach_socket(params={"stdin": 1, "stream": 1})
         container.start()
+        threading.Thread(target=_feed, args=(stdin, encode_text(request.stdin)), daemon=True).start()
         timer = threading.Timer(max(limits.timeout_s - (time.monotonic() - start), 0), kill,
                                 ("timeout",))
         timer.start()
@@ -174,6 +177,19 @@ class DockerBackend(SandboxBackend):
 
     def close(self) -> None:
         self._cleanup()
+
+
+def _feed(attached, data: bytes) -> None:
+    """Write `data` to the container's stdin, then close it (StdinOnce: the code reads EOF). Once
+    the code has read it, it is gone: no process or file of the run holds it any more."""
+    sock = getattr(attached, "_sock", attached)
+    try:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass  # the container is gone, or never read its input
+    finally:
+        sock.close()
 
 
 def split_cpu(stderr: str) -> tuple[str, float]:
