@@ -21,13 +21,15 @@ def exact_match(task: dict, response: str, execution: Any = None) -> Verdict:
     return _binary(response.strip() == str(task["answer"]).strip())
 
 
-_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+# Commas only as thousands separators: "4,2" is 4.2 in much of the world, so it is not 42.
+_NUMBER = re.compile(r"^[+-]?(\d{1,3}(,\d{3})+(\.\d*)?|\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
 def parse_number(text: str) -> float | None:
-    text = text.strip().replace(",", "")
+    text = text.strip()
     if not _NUMBER.match(text):
         return None
+    text = text.replace(",", "")
     value = float(text)
     return value if math.isfinite(value) else None
 

@@ -17,6 +17,10 @@ def test_numeric_match():
     assert v(ADD, "forty-two").verdict == "fail"
     assert v(ADD, "").reward == 0.0
     assert v(ADD, "nan").verdict == "fail"
+    big = {"task_id": "b", "answer": "1234567"}
+    assert [v(big, r).verdict for r in ("1,234,567", "1234567", "+1,234,567.0", "1,2345,67", "12,34,567")] == \
+        ["pass", "pass", "pass", "fail", "fail"]
+    assert [v(ADD, r).verdict for r in ("4,2", "42,", ",42", "4,20", "42,000")] == ["fail"] * 5
 
 
 def test_numeric_match_raises_on_a_broken_task():
