@@ -61,26 +61,31 @@ class BoundedVerifier:
 
     def run(self, verifier: Verifier, task: dict, response: str, execution=None) -> Outcome:
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                self._start()
-            if verifier.fn.__module__ not in self._imported:  # a plugin's imports: warm-up, not deadline
-                self._call(("import", verifier.fn.__module__), self.bounds.start_timeout_s)
-                self._imported.add(verifier.fn.__module__)
-            try:
-                self._to.send(("verify", verifier.name, task, response, execution))
-                if not self._from.poll(self.bounds.deadline_s):
-                    self._stop()
-                    return Outcome(None, "verifier_deadline",
-                                   f"no verdict within {self.bounds.deadline_s:g} s")
-                status, payload = self._from.recv()
-            except (EOFError, OSError):
-                code = self._stop()
-                return Outcome(None, "verifier_crashed", f"the verifier's worker died (status {code})")
-            if status == "ok":
-                return Outcome(payload)
-            if status == "verifier_memory":
-                self._stop()  # a MemoryError can leave any state half-built: start clean
-            return Outcome(None, status if status == "verifier_memory" else payload[0], payload[-1])
+            outcome = self._run_once(verifier, task, response, execution)
+            if outcome.failure == "verifier_crashed":  # once more in a fresh worker: the worker may
+                outcome = self._run_once(verifier, task, response, execution)  # have died of its parent
+            return outcome
+
+    def _run_once(self, verifier: Verifier, task: dict, response: str, execution) -> Outcome:
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+        if verifier.fn.__module__ not in self._imported:  # a plugin's imports: warm-up, not deadline
+            self._call(("import", verifier.fn.__module__), self.bounds.start_timeout_s)
+            self._imported.add(verifier.fn.__module__)
+        try:
+            self._to.send(("verify", verifier.name, task, response, execution))
+            if not self._from.poll(self.bounds.deadline_s):
+                self._stop()
+                return Outcome(None, "verifier_deadline", f"no verdict within {self.bounds.deadline_s:g} s")
+            status, payload = self._from.recv()
+        except (EOFError, OSError):
+            code = self._stop()
+            return Outcome(None, "verifier_crashed", f"the verifier's worker died (status {code})")
+        if status == "ok":
+            return Outcome(payload)
+        if status == "verifier_memory":
+            self._stop()  # a MemoryError can leave any state half-built: start clean
+        return Outcome(None, status if status == "verifier_memory" else payload[0], payload[-1])
 
     def close(self) -> None:
         with self._lock:
@@ -143,7 +148,8 @@ def shared(bounds: Bounds = Bounds()) -> BoundedVerifier:
 
 
 def _die_with_parent() -> None:
-    """SIGKILL this worker when its parent goes (a hung verification must not outlive the run)."""
+    """SIGKILL this worker when its parent goes (a hung verification must not outlive the run).
+    Linux sends it when the parent's starting thread ends, so `run` retries a dead worker once."""
     try:
         import ctypes
         ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL

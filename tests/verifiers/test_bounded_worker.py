@@ -33,6 +33,15 @@ def _picky(task, response, execution=None):
     return Verdict(float(response == want), "pass" if response == want else "fail")
 
 
+@register_verifier("test_bounded_crash", "1")
+def _crash(task, response, execution=None):
+    """Kills its own process (the worker, never this one) on the response "die"."""
+    import os
+    if response == "die" and os.getpid() != task["test_pid"]:
+        os.kill(os.getpid(), 9)
+    return Verdict(0.0, "fail")
+
+
 @pytest.fixture(scope="module")
 def bounded():
     with BoundedVerifier(Bounds(deadline_s=3, memory_mb=256)) as worker:
@@ -102,3 +111,24 @@ def test_the_cap_is_the_warm_worker_plus_memory_mb(bounded):
     """A worker that holds sympy and reasoning-gym still verifies: the cap is headroom, not total."""
     out, error = verify_attempt(math_attempt("\\boxed{x^2 + 2x + 1 - (x+1)^2 + 3}", answer="3"), bounded)
     assert error is None and out.verdict == "pass"
+
+
+def test_a_worker_that_dies_is_a_crash_and_the_next_call_starts_a_fresh_one(bounded):
+    import os
+    crash, task = get_verifier("test_bounded_crash"), {"test_pid": os.getpid()}
+    outcome = bounded.run(crash, task, "die")
+    assert outcome.verdict is None and outcome.failure == "verifier_crashed"
+    assert bounded.run(crash, task, "live").verdict.verdict == "fail"
+
+
+def test_a_worker_started_by_a_thread_that_ended_still_verifies():
+    """The worker dies with the thread that started it (PR_SET_PDEATHSIG); run starts another."""
+    import threading
+    verifier = get_verifier("math_answer")
+    task = math_attempt("").task
+    with BoundedVerifier(Bounds(deadline_s=3)) as worker:
+        starter = threading.Thread(target=worker.run, args=(verifier, task, "\\boxed{0}"))
+        starter.start()
+        starter.join()
+        outcome = worker.run(verifier, task, f"\\boxed{{{task['answer']}}}")
+        assert outcome.verdict is not None and outcome.verdict.verdict == "pass"
