@@ -1,17 +1,17 @@
 """How a run ended, read the same way by every backend: the exit code and why the code stopped.
 
-`exit_code` turns a status in the shell's convention (bwrap's JSON status and docker-init both
+`exit_code` turns a status in the shell's convention (bwrap's JSON status and docker's entry both
 report a death by signal N as 128 + N) into the contract's Popen style (-N); `kill_reason` names
 the limit that stopped the code when it was not our own timer or output cap.
 
 A kill reason rests on the kernel's word only: the wait status, the CPU time rusage (or, on
-docker, the container's entry shell) measured, and the kernel's own OOM kill of a memory cgroup.
+docker, the container's pid-1 entry) measured, and the kernel's own OOM kill of a memory cgroup.
 Never on what the code printed, and never on an exit status alone where the code could have
-chosen it: `sys.exit(152)` reads as 128 + SIGXCPU through bwrap or docker-init, so "cpu" needs
+chosen it: `sys.exit(152)` reads as 128 + SIGXCPU through bwrap or docker, so "cpu" needs
 the CPU time at the limit as well. What each reason means:
 
 - "cpu": killed by SIGXCPU or SIGKILL with its CPU time at the limit (RLIMIT_CPU enforced it;
-  rusage may read a quarter under it).
+  rusage may read under it: half the limit is required).
 - "memory": the kernel's OOM killer killed a process of the run's memory cgroup (docker). An
   allocation refused under RLIMIT_AS (the `local` and `unsafe-subprocess` backends) is the code's
   own exception, e.g. MemoryError and exit 1: a failed run, not a kill (kill_reason None).
@@ -27,8 +27,9 @@ import signal
 
 from flywheel.sandbox.contract import Limits, cpu_seconds
 
-# rusage was seen to read up to 12% under the limit the kernel enforced (a loaded machine)
-_CPU_SLACK = 0.75
+# rusage was seen to read well under the limit the kernel enforced on a loaded machine (12% and
+# more); a run that spent half its CPU limit and then died by SIGKILL or SIGXCPU did spend it
+_CPU_SLACK = 0.5
 
 
 def exit_code(status: int | None) -> int | None:

@@ -5,11 +5,14 @@
 
 Each container: no network, memory (no swap) and pids limits, read-only root, a size-capped tmpfs
 work dir at /sandbox (also /tmp), every capability dropped, no-new-privileges, uid 65534, rlimits,
-docker-init as pid 1 (reaps, so the code has normal signal semantics), no log driver (output is
-streamed and capped here, never stored). The task's files come in through a read-only bind of a
-private host dir at /task, copied into the tmpfs before the command runs. The entry shell stays
-to print, after the command, the CPU time of its children (`times`) on stderr behind a marker,
-which is taken off again: the container's own accounting is gone once it has stopped.
+a small non-dumpable entry (ENTRY) as pid 1, no log driver (output is streamed and capped here,
+never stored). The task's files come in through a read-only bind of a private host dir at /task,
+copied into the tmpfs by the entry; stdin comes down the container's stdin pipe. The entry forks
+the command (which so has normal signal semantics), reaps every process until the command exits,
+and prints the command's CPU time from wait4 on stderr behind a marker, which is taken off again:
+the container's own accounting is gone once it has stopped. Being pid 1 and not dumpable, the
+entry is the one process of the run besides the code that holds its stdin and stdout, and no
+process of the run can reopen them through /proc/1/fd (docker-init and a shell could be).
 """
 
 from __future__ import annotations
@@ -33,9 +36,26 @@ from flywheel.sandbox.exit_status import exit_code, kill_reason
 from flywheel.sandbox.seccomp import docker_profile
 
 CPU_MARK = "\n@flywheel-cpu@\n"
-_ENTRY = ('cp -R /task/files/. /sandbox/ && { "$@"; rc=$?; '
-          'printf "\\n@flywheel-cpu@\\n" >&2; times >&2; exit $rc; }')
-_TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s\s*")
+ENTRY = '''import ctypes, os, shutil, sys
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/1/fd stays closed to the run
+shutil.copytree('/task/files', '/sandbox', dirs_exist_ok=True)
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[1], sys.argv[1:])
+    except OSError as e:
+        os.write(2, f'exec: {sys.argv[1]}: not found ({e.strerror})'.encode())
+        os._exit(127)
+os.close(0)
+while True:  # pid 1 reaps every orphan; the run ends with the command
+    done, status, usage = os.wait4(-1, 0)
+    if done == pid:
+        break
+os.write(2, f'\\n@flywheel-cpu@\\n{(usage.ru_utime + usage.ru_stime) * 1000:.1f}\\n'.encode())
+code = os.waitstatus_to_exitcode(status)
+os._exit(code if code >= 0 else 128 - code)
+'''
+_CPU_MS = re.compile(r"\d+(\.\d+)?")
 SECCOMP_PROFILE = docker_profile()
 
 
@@ -102,10 +122,10 @@ class DockerBackend(SandboxBackend):
         start = time.monotonic()
         try:
             container = client.containers.create(
-                self.image, ["/bin/sh", "-c", _ENTRY, "sh", *command], user=f"{SANDBOX_UID}:{SANDBOX_UID}", stdin_open=True,
+                self.image, [self._python, "-I", "-S", "-c", ENTRY, *command], user=f"{SANDBOX_UID}:{SANDBOX_UID}", stdin_open=True,
                 working_dir=WORKDIR, environment=ENV, hostname="sandbox", network_mode="none",
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
-                read_only=True, init=True, ipc_mode="none",  # private IPC, no /dev/shm
+                read_only=True, ipc_mode="none",  # private IPC, no /dev/shm
                 tmpfs={WORKDIR: f"size={limits.disk_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"},
                 volumes={task: {"bind": "/task", "mode": "ro"}}, cap_drop=["ALL"],
                 security_opt=["no-new-privileges", f"seccomp={SECCOMP_PROFILE}"], runtime=self.runtime,
@@ -193,14 +213,11 @@ def _feed(attached, data: bytes) -> None:
 
 
 def split_cpu(stderr: str) -> tuple[str, float]:
-    """(the command's stderr, its CPU ms) from the entry shell's stderr: `times` after CPU_MARK
-    at the very end (the children's line: user, then system). 0.0 when it is not there (the
-    container was killed, or the output cap cut it off). The code could print a marker of its
-    own; only the last one counts, and a lie can only misreport its own CPU time."""
+    """(the command's stderr, its CPU ms) from the entry's stderr: the CPU ms after CPU_MARK at
+    the very end. 0.0 when it is not there (the container was killed, or the output cap cut it
+    off). The entry writes it after the command exited; only the last marker counts, so a
+    leftover process of the code racing the entry can only misreport the code's own CPU time."""
     head, mark, tail = stderr.rpartition(CPU_MARK)
-    lines = tail.strip().splitlines()
-    match = _TIMES.fullmatch(lines[-1]) if mark and len(lines) == 2 else None
-    if match is None:
+    if not mark or _CPU_MS.fullmatch(tail.strip()) is None or tail.count("\n") != 1:
         return stderr, 0.0
-    minutes_user, user, minutes_sys, system = match.groups()
-    return head, (60 * (int(minutes_user) + int(minutes_sys)) + float(user) + float(system)) * 1000
+    return head, float(tail)

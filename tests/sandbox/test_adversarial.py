@@ -353,11 +353,11 @@ def test_the_solution_cannot_read_the_plan(verified, sentinel):
 def test_the_solution_cannot_forge_the_report(verified, sentinel, request):
     """Nor may any process of the run hold the report channel (stdout) where the child can
     reopen it for writing."""
-    if verified.label.startswith("docker"):
-        request.applymarker(pytest.mark.xfail(reason="issue 10 class 2 is open on docker: "
-                                              "docker-init and the entry shell hold stdout (and "
-                                              "gVisor lets a non-dumpable harness's fds be "
-                                              "reopened)", strict=False))
+    if verified.label == "docker-runsc":
+        request.applymarker(pytest.mark.xfail(reason="issue 10 class 2 is open on gVisor: it lets "
+                                              "a process reopen a non-dumpable process's fds "
+                                              "through /proc/N/fd (the harness's, the entry's)",
+                                              strict=False))
     result = run_as_harness(verified)
     assert result.exit_code == 0 and "FORGED-REPORT" not in result.stdout, result
     host_ok(sentinel)
