@@ -107,12 +107,17 @@ def parse_answer(text: str) -> tuple | None:
         return None
 
 
-def equivalent(got, want, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> bool:
+def equivalent(got, want, rel_tol: float = 1e-6, abs_tol: float = 1e-9,
+               integers_exact: bool = True) -> bool:
+    """Whether `got` equals `want`: numbers within `rel_tol` of the answer's size, except that an
+    integer answer (with `integers_exact`) is measured on the unit scale, so a wrong large integer
+    (123456900 for 123456789) never passes as "close"; expressions symbolically or by sampling."""
     import sympy as sp
     try:
         if got.is_number and want.is_number:
             g, w = complex(sp.N(got)), complex(sp.N(want))
-            return abs(g - w) <= abs_tol + rel_tol * abs(w)
+            scale = 1.0 if integers_exact and want.is_Integer else abs(w)
+            return abs(g - w) <= abs_tol + rel_tol * scale
         diff = got - want
         if sp.simplify(diff) == 0:
             return True
@@ -125,14 +130,16 @@ def equivalent(got, want, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> bool:
         return False
 
 
-def answers_match(got: tuple, want: tuple, ordered: bool, rel_tol: float) -> bool:
+def answers_match(got: tuple, want: tuple, ordered: bool, rel_tol: float,
+                  integers_exact: bool = True) -> bool:
     if len(got) != len(want):
         return False
+    same = lambda g, w: equivalent(g, w, rel_tol, integers_exact=integers_exact)  # noqa: E731
     if ordered:
-        return all(equivalent(g, w, rel_tol) for g, w in zip(got, want))
+        return all(same(g, w) for g, w in zip(got, want))
     left = list(got)
     for w in want:  # unordered: match each expected item to a distinct given one
-        hit = next((i for i, g in enumerate(left) if equivalent(g, w, rel_tol)), None)
+        hit = next((i for i, g in enumerate(left) if same(g, w)), None)
         if hit is None:
             return False
         left.pop(hit)
@@ -148,8 +155,11 @@ def math_answer(task: dict, response: str, execution: Any = None) -> Verdict:
     got = parse_answer(text) if text is not None else None
     distinct = {c.strip() for c in candidates}
     spray = how == "boxed" and len(distinct) > 1 and len({parse_answer(c) for c in distinct}) > 1
+    # A task's own tolerance is relative to its answer, as its author wrote it; the default
+    # tolerance forgives float noise but not a wrong integer.
     ok = got is not None and not spray and answers_match(
-        got, want, bool(task.get("ordered")), float(task.get("tolerance") or 1e-6))
+        got, want, bool(task.get("ordered")), float(task.get("tolerance") or 1e-6),
+        integers_exact=not task.get("tolerance"))
     components = {"extracted": float(text is not None), "parsed": float(got is not None),
                   "correct": float(ok)}
     if spray:  # several different boxed answers: hedging for whichever one is checked

@@ -23,8 +23,11 @@ PARSES = {"simple_integration", "intermediate_integration", "polynomial_multipli
 _MATH_NAMES = {"sin", "cos", "tan", "sec", "csc", "cot", "asin", "acos", "atan", "sinh", "cosh",
                "tanh", "exp", "log", "ln", "sqrt", "pi", "oo", "Abs", "abs"}
 MAX_ANSWER = 10_000
+# Linear in the answer: names start at a word boundary, and a chained power's gap is bounded (an
+# unbounded one rescanned the rest of the answer from every `**`).
 _CODE_LIKE = re.compile(r"__|\b(import|lambda|eval|exec|open|getattr|globals|os|sys)\b|"
-                        r"[A-Za-z_]\w*\s*\.\s*[A-Za-z_]\w*\s*\(|(\*\*|\^)\s*\(?[\w.\s]*\)?\s*(\*\*|\^)")
+                        r"\b[A-Za-z_]\w*\s*\.\s*[A-Za-z_]\w*\s*\(|"
+                        r"(\*\*|\^)\s*\(?[\w.\s]{0,100}\)?\s*(\*\*|\^)")
 _LITERAL_NODES = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Name,
                   ast.Load, ast.UnaryOp, ast.USub, ast.UAdd)
 # Scorers that accept junk in 0.1.25: game_of_life_halting compares bool(answer) with
@@ -77,5 +80,9 @@ def reasoning_gym(task: dict, response: str, execution: Any = None) -> Verdict:
         score = float(scorer(answer, entry))
     except Exception as e:  # the scorer choking on a malformed answer is the answer's failure
         return Verdict(0.0, "fail", components, detail=f"score_answer raised {type(e).__name__}: {e}")
+    # Only a correct answer earns reward: reasoning-gym's scorers pay small amounts for wrong
+    # answers (0.01 for a well-formed wrong one, len(oracle)/len(answer) when the oracle is a
+    # substring), which RL would learn to farm. The scorer's own figure stays a component.
     components["score"] = score
-    return Verdict(score, "pass" if score >= 1.0 else "fail", components)
+    solved = score >= 1.0
+    return Verdict(float(solved), "pass" if solved else "fail", components)

@@ -79,3 +79,19 @@ def test_generated_math_domains(name):
         assert V(task, d.demonstration(task, rng)).verdict == "pass", task
         assert V(task, "\\boxed{123456789}").verdict == "fail", task
     assert d.make_task("heldout", 1, 3) == d.make_task("heldout", 1, 3)
+
+
+@pytest.mark.parametrize("response,verdict", [
+    ("\\boxed{123456900}", "fail"),               # 1e-6 of the answer's size would have passed it
+    ("\\boxed{123456790}", "fail"),
+    ("\\boxed{123456789.5}", "fail"),
+    ("\\boxed{123456789}", "pass"),
+    ("\\boxed{123456789.0000000001}", "pass"),    # float noise on an integer is still forgiven
+])
+def test_a_wrong_large_integer_is_not_close_enough(response, verdict):
+    assert V({"task_id": "big", "answer": "123456789"}, response).verdict == verdict
+
+
+def test_a_task_tolerance_stays_relative_to_its_answer():
+    task = {"task_id": "price", "answer": "45.00", "tolerance": 1e-4}
+    assert V(task, "\\boxed{45.004}").verdict == "pass"

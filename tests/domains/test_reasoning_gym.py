@@ -66,3 +66,23 @@ def test_safe_answers_still_reach_the_scorers():
     assert V(countdown, f"<answer>{countdown['answer']}</answer>").verdict == "pass"
     integ = get_domain("rg_simple_integration").make_task("train", 2, 0)
     assert V(integ, f"<answer>{integ['answer']}</answer>").verdict == "pass"
+
+
+def test_only_a_correct_answer_earns_reward():
+    """reasoning-gym pays 0.01 for well-formed wrong answers in many datasets, and
+    len(oracle)/len(answer) when the oracle is a substring of the answer: neither is reward."""
+    task = get_domain("rg_gcd").make_task("train", 0, 0)
+    oracle = task["answer"]
+    spray = " ".join(str(i) for i in range(200))
+    assert oracle in spray
+    wrong = str(int(oracle) + 1)
+    for response in (f"<answer>{spray}</answer>", f"<answer>{wrong}</answer>"):
+        v = V(task, response)
+        assert (v.reward, v.verdict) == (0.0, "fail"), (response[:40], v)
+    assert V(task, f"<answer>{oracle}</answer>").reward == 1.0
+
+
+def test_the_code_scan_is_linear_on_long_answers():
+    from flywheel.verifiers.reasoning_gym import _CODE_LIKE
+    assert _CODE_LIKE.search("a" * 200_000) is None   # was quadratic: seconds for 10 KB
+    assert _CODE_LIKE.search("x" * 100_000 + " os.system('id')")
