@@ -3,8 +3,10 @@
 Task fields: `schema` (JSON Schema), `expected` (the right values), optional `reconcile` rules that
 the response's own numbers must satisfy, e.g. {"sum": "line_items[].amount", "equals": "total"}
 or {"each": "line_items", "product": ["quantity", "unit_price"], "equals": "amount"}.
-Reward: 0 unless the JSON is valid against the schema; then the mean over expected leaf fields and
-reconciliation rules (partial credit per field). Verdict pass when all of them hold.
+Reward: 0 unless the JSON is valid against the schema; then the mean over expected leaf fields
+(partial credit per field), scaled by the share of reconciliation rules that hold. The rules check
+the response's own numbers, so on their own they earn nothing: self-consistent wrong numbers
+(`{"total": 0, "line_items": []}`) score 0. Verdict pass when every field and rule holds.
 """
 
 from __future__ import annotations
@@ -152,11 +154,12 @@ def structured(task: dict, response: str, execution: Any = None) -> Verdict:
         return Verdict(0.0, "fail", {"json": 0.0}, detail="no JSON value in the response")
     errors = [e.message for e in validator.iter_errors(value)]
     got = leaves(value)
-    components = {f"field_{path}": float(path in got and same(got[path], want, tol))
-                  for path, want in leaves(expected).items()}
-    components.update({f"reconcile_{i}": float(reconciled(value, rule, tol)) for i, rule in enumerate(rules)})
-    scores = list(components.values())
-    reward = sum(scores) / len(scores) if scores and not errors else 0.0
+    fields = {f"field_{path}": float(path in got and same(got[path], want, tol))
+              for path, want in leaves(expected).items()}
+    checks = {f"reconcile_{i}": float(reconciled(value, rule, tol)) for i, rule in enumerate(rules)}
+    components = {**fields, **checks}
+    mean = lambda scores: sum(scores) / len(scores) if scores else 1.0  # noqa: E731
+    reward = mean(list(fields.values())) * mean(list(checks.values())) if not errors else 0.0
     components.update(json=1.0, schema_valid=float(not errors))
     if flags:
         components.update({f"exploit_{f}": 1.0 for f in flags})

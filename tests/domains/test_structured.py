@@ -78,3 +78,17 @@ def test_generated_extraction_domains(name):
         task = d.make_task("train", i, 0)
         assert V(task, d.demonstration(task, rng)).verdict == "pass"
         assert not d.validate_task(task)
+
+
+def test_self_consistent_wrong_numbers_earn_nothing():
+    """Reconciliation rules check the response's own numbers: on their own they are no reward."""
+    wrong = json.loads(json.dumps(INVOICE["expected"]))
+    wrong.update(invoice_number="X-0", vendor="Nobody")
+    for item in wrong["line_items"]:
+        item.update(description="nothing", quantity=7, unit_price=3.0, amount=21.0)
+    wrong["total"] = 21.0 * len(wrong["line_items"])
+    v = V(INVOICE, dump(wrong))
+    assert v.components["schema_valid"] == 1.0
+    assert all(v.components[k] == 1.0 for k in v.components if k.startswith("reconcile_"))
+    assert not any(v.components[k] for k in v.components if k.startswith("field_"))
+    assert v.reward == 0.0 and v.verdict == "fail", v
