@@ -20,11 +20,13 @@ from flywheel.verifiers.scoring import harness_report, score_cases
 
 
 @lru_cache(maxsize=1024)
-def expected_rows(fixture: str, query: str) -> list[tuple]:
+def expected_result(fixture: str, query: str) -> tuple[int, list[tuple]]:
+    """(column count, rows) of the reference query on one fixture."""
     db = sqlite3.connect(":memory:")
     try:
         db.executescript(fixture)
-        return [tuple(row) for row in db.execute(query).fetchall()]
+        cursor = db.execute(query)
+        return len(cursor.description or ()), [tuple(row) for row in cursor.fetchall()]
     finally:
         db.close()
 
@@ -37,10 +39,11 @@ def _cell(value: Any) -> Any:
     return repr(value)  # encoded bytes / non-finite floats: compared as given
 
 
-def same_rows(got: list, want: list[tuple], ordered: bool) -> bool:
+def same_rows(got: list, want: list[tuple], ordered: bool, width: int) -> bool:
+    """The rows match, and every row has the reference's `width` columns."""
     got = [tuple(_cell(v) for v in row) for row in got]
     want = [tuple(_cell(v) for v in row) for row in want]
-    if want and any(len(row) != len(want[0]) for row in got):
+    if any(len(row) != width for row in got):
         return False
     return got == want if ordered else Counter(map(repr, got)) == Counter(map(repr, want))
 
@@ -49,7 +52,7 @@ def same_rows(got: list, want: list[tuple], ordered: bool) -> bool:
 def sql_result(task: dict, response: str, execution: Any = None) -> Verdict:
     fixtures = [task["fixture"], *task.get("hidden_fixtures", [])]
     names = ["visible_0"] + [f"hidden_{i}" for i in range(len(fixtures) - 1)]
-    wants = [expected_rows(f, task["reference_query"]) for f in fixtures]
+    wants = [expected_result(f, task["reference_query"]) for f in fixtures]
     report, problem, flags = harness_report(execution, REPORT_MARKER)
     if report is None:
         return score_cases({n: False for n in names}, set(names[1:]), flags, problem)
@@ -57,7 +60,10 @@ def sql_result(task: dict, response: str, execution: Any = None) -> Verdict:
     if len(got) != len(fixtures):
         raise ValueError(f"the harness reported {len(got)} results for {len(fixtures)} fixtures")
     ordered = is_ordered(task)
-    results = {n: r.get("error") is None and not r.get("truncated") and same_rows(r["rows"], w, ordered)
-               for n, r, w in zip(names, got, wants)}
+    # The column count is checked apart from the rows, so that on a fixture whose reference
+    # result is empty, a query that returns nothing of the wrong shape (`SELECT 1 WHERE 0`) fails.
+    results = {n: r.get("error") is None and not r.get("truncated")
+               and len(r.get("columns") or ()) == width and same_rows(r["rows"], rows, ordered, width)
+               for n, r, (width, rows) in zip(names, got, wants)}
     errors = [f"{n}: {r['error']}" for n, r in zip(names, got) if r.get("error")]
     return score_cases(results, set(names[1:]), flags, "; ".join(errors[:2]))

@@ -67,3 +67,13 @@ def test_generated_sql_tasks_pass_with_their_demonstration(score):
     for i in range(12):
         task = D.make_task("train", i, 0)
         assert score(task, D.demonstration(task, rng)).verdict == "pass", task["prompt"][-80:]
+
+
+def test_an_empty_reference_result_still_needs_its_columns(score):
+    """On a fixture where the right answer has no rows, a query returning nothing of another
+    shape is wrong: the column count is checked apart from the rows."""
+    task = {**TOP3, "reference_query": "SELECT id, amount FROM orders WHERE amount < 0",
+            "hidden_fixtures": []}
+    assert score(task, "SELECT 1 WHERE 0").verdict == "fail"
+    assert score(task, "SELECT id FROM orders WHERE amount < 0").verdict == "fail"
+    assert score(task, "SELECT id, amount FROM orders WHERE 0").verdict == "pass"
