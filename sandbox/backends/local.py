@@ -69,7 +69,11 @@ def reap_init(status: bytes) -> float | None:
             _, _, usage = os.wait4(pid, 0)
             return (usage.ru_utime + usage.ru_stime) * 1000
     except ChildProcessError:
-        pass
+        if status_field(status, "exit-code") is not None:
+            # The outer bwrap reaped it (--as-pid-1: the command is the namespace's init). The
+            # kernel kills and reaps everything in a pid namespace before its init can be
+            # reaped, so nothing of the run is left; its CPU is in the outer bwrap's rusage.
+            return 0.0
     return None
 
 
