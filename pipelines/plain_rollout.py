@@ -17,7 +17,7 @@ from flywheel.transforms.filters import apply_filters
 from flywheel.transforms.generate import generate_batch
 from flywheel.sandbox import get_backend
 from flywheel.transforms.verify import verify_attempt
-from flywheel.verifiers.bounded import BoundedVerifier, Bounds
+from flywheel.verifiers.bounded import Bounds, shared
 
 
 def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: float, seed: int,
@@ -25,7 +25,8 @@ def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: flo
                   batch_size: int = 256, workers: int = 4, backend=None,
                   sandbox_options: dict | None = None, bounds: Bounds = Bounds()):
     """Scored attempts and error rows for `tasks`, one batch at a time; every verification is
-    bounded by `bounds` as in the pipeline's Verify step."""
+    bounded by `bounds` as in the pipeline's Verify step, in this process's shared worker (the
+    warm start calls this every few hundred steps: a worker start costs seconds)."""
     attempts = [a for t in tasks for a in expand_task(
         t, run_id="plain", iteration=iteration, policy_version=0, seed=seed,
         n_samples=n_samples, temperature=temperature, mode=mode)]
@@ -33,7 +34,8 @@ def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: flo
     backend = backend or get_backend(sandbox, **(sandbox_options or {}))
     scored, errors = [], []
     try:
-        with ThreadPoolExecutor(workers) as pool, BoundedVerifier(bounds) as bounded:
+        bounded = shared(bounds)
+        with ThreadPoolExecutor(workers) as pool:
             for start in range(0, len(attempts), batch_size):
                 batch = attempts[start:start + batch_size]
                 batch = [a.replace(**g) for a, g in zip(batch, generate_batch(policy, batch))]
