@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 
 from flywheel.pipelines.tasks_cli import load_tasks, read_rows
+from flywheel.sandbox import BACKENDS
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds
 
 
@@ -74,7 +75,8 @@ def add_parser(sub) -> None:
     p.add_argument("--tasks", required=True, nargs="+", help="task files (JSONL/Parquet, any filesystem)")
     p.add_argument("--responses", required=True, help="JSONL of {task_id, response}")
     p.add_argument("--domain", help="domain of task rows that have no `domain` field")
-    p.add_argument("--sandbox", default="local", help="sandbox backend")
+    p.add_argument("--sandbox", default="local",
+                   help=BACKENDS.help("sandbox backend") + "; default: %(default)s")
     p.add_argument("--sandbox-options", default="",
                    help="comma-separated KEY=VALUE backend options, e.g. warm=false or runtime=runsc")
     p.add_argument("--verify-deadline", type=float, default=Bounds().deadline_s,
