@@ -44,7 +44,13 @@ def cmd_run(argv: list[str], console: Console) -> int:
     from flywheel.pipelines.options import FlywheelOptions
     from flywheel.pipelines.progress import RunProgress
     from flywheel.pipelines.report import metric_table
+    from flywheel.pipelines.flag_check import unknown_arguments
     run_parser().parse_known_args(argv)  # --help, and a usage error for a malformed flag value
+    unknown = unknown_arguments(argv)
+    for message in unknown:  # Beam would only log and drop them, and the default job would start
+        console.print(f"[red]error:[/] {message}", highlight=False)
+    if unknown:
+        return 2
     options = PipelineOptions(argv)
     standard = options.view_as(StandardOptions)
     standard.runner = standard.runner or "DirectRunner"  # not Prism, which needs a download

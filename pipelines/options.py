@@ -55,6 +55,10 @@ class FlywheelOptions(PipelineOptions):
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--run-dir", dest="run_dir", default=None,
                             help="local path or gs:// URI (default runs/<timestamp>)")
+        parser.add_argument("--config", dest="config", default=None,
+                            help="TOML file of run settings; flags given beside it override it")
+        parser.add_argument("--print-config", dest="print_config", action="store_true",
+                            default=False, help="print the effective run config (TOML) and exit")
         for flag, (_, kind, text) in RUN_FLAGS.items():
             parser.add_argument(flag, dest=_dest(flag), type=kind or str, default=None, help=text)
 

@@ -1,0 +1,30 @@
+"""`flywheel run` refuses an argument that no Flywheel flag or Beam option takes, before anything
+starts, naming it and the closest known flag."""
+
+import subprocess
+
+from flywheel.pipelines.flag_check import unknown_arguments
+
+
+def test_known_flywheel_and_beam_flags_pass():
+    argv = ["--iterations", "2", "--run-dir", "d", "--runner", "DirectRunner",
+            "--direct_num_workers=2", "--direct_running_mode", "multi_processing",
+            "--experiments", "a", "--experiments=b", "--project", "p", "--print-config"]
+    assert unknown_arguments(argv) == []
+
+
+def test_each_unknown_argument_is_named_with_the_closest_flag():
+    messages = unknown_arguments(["--iteratons", "3", "--direct_num_workrs=2", "stray",
+                                  "--zzzzzz", "--seed", "1"])
+    assert messages == ["unknown flag --iteratons; did you mean --iterations?",
+                        "unknown flag --direct_num_workrs; did you mean --direct_num_workers?",
+                        "unexpected argument 'stray': flywheel run takes flags only",
+                        "unknown flag --zzzzzz; see flywheel run --help"]
+
+
+def test_a_mistyped_flag_stops_the_run_before_it_starts(tmp_path):
+    run_dir = tmp_path / "run"
+    done = subprocess.run(f"flywheel run --run-dir {run_dir} --confg x 2>&1 | cat", shell=True,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == ["error: unknown flag --confg; did you mean --config?"]
+    assert not run_dir.exists()
