@@ -18,6 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.sandbox import available_backends, check_options
 from flywheel.trainer.advantages import ADVANTAGES
+from flywheel.trainer.losses import LOSSES
 from flywheel.trainer.policies import POLICIES
 
 LIST = None  # type of a flag whose value is a comma-separated list of strings
@@ -41,6 +42,8 @@ RUN_FLAGS = {
                          "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128"),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
     "--lr": ("train.lr", float, "RL learning rate"),
+    "--loss": ("train.loss", str, LOSSES.help("policy loss")),
+    "--kl-coef": ("train.kl_coef", float, "weight of KL(policy || initial policy) in the loss (0: none)"),
 }
 
 
@@ -81,6 +84,7 @@ class FlywheelOptions(PipelineOptions):
         config.policy.parsed_options()
         POLICIES.get(config.policy.backend)
         ADVANTAGES.get(config.rollout.advantage)
+        LOSSES.get(config.train.loss)
         return config, explicit
 
 

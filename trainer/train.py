@@ -4,10 +4,11 @@
     train_iteration("runs/r/tables/trajectories/iteration=3", "runs/r/checkpoints/iteration=2",
                     "runs/r/checkpoints/iteration=3", TrainConfig(), seed=3)
 """
+from flywheel.schemas import read_table
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import apply_hyperparams, build_optimizer
+from flywheel.trainer.policy import Policy
 from flywheel.trainer.train_step import TrainConfig, pick_device, train_on_rows
-from flywheel.schemas import read_table
 from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS
 
 
@@ -17,8 +18,13 @@ def train_iteration(
     out_checkpoint_uri: str,
     cfg: TrainConfig,
     seed: int,
+    reference_checkpoint_uri: str | None = None,
 ) -> dict:
-    """Train the policy at `init_checkpoint_uri` on one iteration's trajectories; save and return stats."""
+    """Train the policy at `init_checkpoint_uri` on one iteration's trajectories; save and return stats.
+
+    `reference_checkpoint_uri` (the run's initial policy, usually) is the frozen reference of the
+    KL term; it is loaded only when cfg.kl_coef > 0, and then required.
+    """
     device = pick_device()
     rows = read_table(trajectories_uri, "trajectories", columns=TRAIN_COLUMNS,
                       missing_ok=False).to_pylist()
@@ -28,7 +34,11 @@ def train_iteration(
     if ckpt.optimizer_state is not None:
         optimizer.load_state_dict(ckpt.optimizer_state)  # keeps Adam's moments...
         apply_hyperparams(optimizer, **cfg.adamw())  # ...but this iteration's lr, betas, weight decay
-    stats = train_on_rows(policy, optimizer, rows, cfg, seed=seed, device=device)
+    reference = None
+    if cfg.kl_coef > 0:
+        reference = _frozen(reference_checkpoint_uri, device)
+    stats = train_on_rows(policy, optimizer, rows, cfg, seed=seed, device=device,
+                          reference=reference)
     meta = {
         "policy_version": int(ckpt.meta.get("policy_version", 0)) + 1,
         "train_stats": stats,
@@ -36,3 +46,12 @@ def train_iteration(
     }
     save_checkpoint(out_checkpoint_uri, policy, optimizer, meta)
     return stats
+
+
+def _frozen(uri: str | None, device) -> Policy:
+    """The reference policy at `uri`, in eval mode, without gradients."""
+    if not uri:
+        raise ValueError("kl_coef > 0 needs a reference checkpoint (reference_checkpoint_uri)")
+    reference = load_checkpoint(uri, device=device).policy
+    reference.module.eval().requires_grad_(False)
+    return reference

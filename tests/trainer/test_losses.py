@@ -1,40 +1,101 @@
+"""Every loss against values worked out by hand (in the comments), gradients included."""
+import math
+
 import pytest
 import torch
 
-from flywheel.trainer.losses import LOSSES
+from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES
+
+# Two sequences, old log-probs 0, so each new log-prob is the log of its token's ratio.
+# Sequence 0 (A = +1): ratios 1.1, 1.25 and one padding slot; sequence 1 (A = -1): 0.9, 0.7, 1.0.
+RATIOS = [[1.1, 1.25, 7.0], [0.9, 0.7, 1.0]]
+MASK = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+ADV = torch.tensor([1.0, -1.0])
 
 
-def test_ratio_one_is_the_plain_policy_gradient():
+def _call(name, **kw):
+    new = torch.log(torch.tensor(RATIOS)).requires_grad_(True)
+    loss, stats = LOSSES.get(name)(new, torch.zeros(2, 3), ADV, MASK, **kw)
+    loss.backward()
+    return loss.item(), stats, new.grad
+
+
+def test_grpo_means_tokens_per_sequence_then_sequences():
+    # Per token max(-A r, -A clip(r, 0.8, 1.2)): seq 0: -1.1, -1.2 (clipped) -> mean -1.15;
+    # seq 1: 0.9, 0.8 (clipped), 1.0 -> mean 0.9. Loss (-1.15 + 0.9) / 2; 2 of 5 tokens clipped.
+    loss, stats, grad = _call("grpo")
+    assert loss == pytest.approx(-0.125)
+    assert stats["clip_frac"] == pytest.approx(0.4)
+    # d/d(log r) of -A r / |o_i| / 2 where unclipped; clipped tokens and padding get none.
+    expected = torch.tensor([[-1.1 / 2 / 2, 0.0, 0.0], [0.9 / 3 / 2, 0.0, 1.0 / 3 / 2]])
+    torch.testing.assert_close(grad, expected)
+
+
+def test_dapo_clips_higher_and_means_over_all_tokens():
+    # Upper bound 1.28: 1.25 is no longer clipped. Token mean (-1.1 - 1.25 + 0.9 + 0.8 + 1.0) / 5.
+    loss, stats, grad = _call("dapo")
+    assert loss == pytest.approx(0.07)
+    assert stats["clip_frac"] == pytest.approx(0.2)
+    expected = torch.tensor([[-1.1, -1.25, 0.0], [0.9, 0.0, 1.0]]) / 5
+    torch.testing.assert_close(grad, expected)
+    # The same call with GRPO's symmetric range clips 1.25 again.
+    assert _call("dapo", clip_high=0.2)[1]["clip_frac"] == pytest.approx(0.4)
+
+
+def test_dr_grpo_sums_tokens_over_a_constant():
+    # Sum of token losses -1.1 - 1.2 + 0.9 + 0.8 + 1.0 = 0.4, over norm_length 4 x 2 sequences.
+    loss, stats, grad = _call("dr_grpo", norm_length=4)
+    assert loss == pytest.approx(0.05)
+    assert stats["clip_frac"] == pytest.approx(0.4)
+    torch.testing.assert_close(grad, torch.tensor([[-1.1, 0.0, 0.0], [0.9, 0.0, 1.0]]) / 8)
+    # Without a constant the padded length (3) is used; the per-token gradient never depends on
+    # the response's own length (Dr. GRPO's point).
+    assert _call("dr_grpo")[0] == pytest.approx(0.4 / 6)
+
+
+def test_gspo_uses_one_length_normalised_ratio_per_sequence():
+    s0 = math.sqrt(1.1 * 1.25)             # 1.1726: geometric mean of the token ratios
+    s1 = (0.9 * 0.7 * 1.0) ** (1 / 3)      # 0.8573
+    loss, stats, grad = _call("gspo", clip_low=0.2, clip_high=0.2)
+    assert loss == pytest.approx((-s0 + s1) / 2)
+    assert stats["clip_frac"] == 0.0
+    # d(-A s_i)/d log r_t = -A s_i / |o_i|, spread evenly over the sequence's tokens, / 2 sequences.
+    expected = torch.tensor([[-s0 / 2 / 2] * 2 + [0.0], [s1 / 3 / 2] * 3])
+    torch.testing.assert_close(grad, expected)
+    # With its paper's range (3e-4 / 4e-4) both sequences are clipped: no gradient at all.
+    loss, stats, grad = _call("gspo")
+    assert loss == pytest.approx((-(1 + 4e-4) + (1 - 3e-4)) / 2, abs=1e-6)  # float32
+    assert stats["clip_frac"] == 1.0 and torch.all(grad == 0)
+
+
+@pytest.mark.parametrize("name", ["grpo", "dapo", "dr_grpo", "gspo"])
+def test_ratio_one_is_the_policy_gradient_and_padding_is_ignored(name):
     logp = torch.randn(3, 5, requires_grad=True)
-    adv = torch.tensor([1.0, -2.0, 0.5])
-    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 1, 0, 0, 0]], dtype=torch.float32)
-    loss, stats = LOSSES.get("grpo")(logp, logp.detach(), adv, mask, 0.2)
+    old = logp.detach().clone()
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]], dtype=torch.float32)
+    old[mask == 0] = -1e4  # padding may hold anything
+    loss, stats = LOSSES.get(name)(logp, old, torch.tensor([1.0, -2.0, 0.5]), mask)
     loss.backward()
-    pg = -(adv[:, None] * mask).sum() / mask.sum()  # value of -A * ratio at ratio 1
-    torch.testing.assert_close(loss, pg)
-    torch.testing.assert_close(logp.grad, -adv[:, None] * mask / mask.sum())  # REINFORCE gradient
-    assert stats == {"clip_frac": 0.0, "approx_kl": 0.0}
+    assert torch.isfinite(loss) and torch.all(logp.grad[mask == 0] == 0)
+    assert stats["clip_frac"] == 0.0 and stats["approx_kl"] == pytest.approx(0.0, abs=1e-7)
+    assert logp.grad[0, 0] < 0 < logp.grad[1, 0]  # raise what was good, lower what was bad
 
 
-def test_large_ratio_is_clipped():
-    old = torch.zeros(2, 3)
-    new = torch.full((2, 3), 1.0, requires_grad=True)  # ratio e ~ 2.7
-    mask = torch.ones(2, 3)
-    loss, stats = LOSSES.get("grpo")(new, old, torch.tensor([1.0, -1.0]), mask, 0.2)
-    loss.backward()
-    # Positive advantage: capped at 1.2, no gradient. Negative: the unclipped (worse) term is kept.
-    assert loss.item() == pytest.approx((-1.2 + torch.e) / 2)
-    assert torch.all(new.grad[0] == 0) and torch.all(new.grad[1] > 0)
-    assert stats["clip_frac"] == 0.5 and stats["approx_kl"] > 0
+def test_kl_estimators():
+    logp, ref = torch.log(torch.tensor([[0.5, 0.5]])), torch.log(torch.tensor([[0.25, 0.5]]))
+    ln2 = math.log(2)
+    torch.testing.assert_close(KL_ESTIMATORS.get("k1")(logp, ref), torch.tensor([[ln2, 0.0]]))
+    torch.testing.assert_close(KL_ESTIMATORS.get("k2")(logp, ref), torch.tensor([[ln2**2 / 2, 0.0]]))
+    # k3: exp(d) - d - 1 with d = ln(0.25 / 0.5) = -ln 2 -> 0.5 + ln 2 - 1
+    torch.testing.assert_close(KL_ESTIMATORS.get("k3")(logp, ref), torch.tensor([[ln2 - 0.5, 0.0]]))
+    far = KL_ESTIMATORS.get("k3")(torch.tensor([[-200.0]]), torch.tensor([[0.0]]))
+    assert torch.isfinite(far).all()
 
 
-def test_padding_garbage_is_ignored():
-    logp, old, mask = torch.zeros(1, 3), torch.zeros(1, 3), torch.tensor([[1.0, 0.0, 0.0]])
-    old[0, 1:] = -1e4
-    loss, _ = LOSSES.get("grpo")(logp, old, torch.ones(1), mask, 0.2)
-    assert torch.isfinite(loss) and loss.item() == -1.0
-
-
-def test_registry_refuses_duplicates():
+def test_registries_refuse_duplicates_and_name_the_known():
     with pytest.raises(ValueError):
         LOSSES.register("grpo")(lambda *a: None)
+    with pytest.raises(KeyError, match="dapo"):
+        LOSSES.get("ppo2")
+    assert set(LOSSES.names()) >= {"grpo", "dapo", "dr_grpo", "gspo"}
+    assert set(KL_ESTIMATORS.names()) >= {"k1", "k2", "k3"}
