@@ -32,7 +32,8 @@ from flywheel.sandbox.supervise import SANDBOX_PATH, Outcome, kill_run, result, 
 
 _HERE = Path(__file__).parent
 SERVER_FILES = [  # what runs inside the server's sandbox, side by side in /flywheel
-    *(_HERE / "inside" / name for name in ("forkserver.py", "forkserver_child.py", "forkserver_files.py")),
+    *(_HERE / "inside" / name
+      for name in ("forkserver.py", "forkserver_child.py", "forkserver_files.py", "zygote.py")),
     _HERE / "seccomp.py"]
 # Imported once per server so that attempts find them loaded: what test-running tasks use.
 PRELOAD = ("json", "re", "math", "collections", "itertools", "functools", "random", "string",

@@ -20,30 +20,33 @@ already leads its own session (so `os.setsid()` fails, as under `start_new_sessi
 second process per attempt (an init that forks the code) made every attempt ~1.6 ms slower.
 Exit status and CPU time come from the kernel (wait4), never from anything the code could write.
 
-The network namespace is the server's own (only `lo`, set up by bwrap) and is shared by the
-server's attempts, one after another: a fresh one costs ~1.8 ms of CPU per attempt. That is safe
-because an attempt's code runs only once the previous attempt's X has been reaped, and by then
-every process of that attempt is gone, with its sockets; an attempt has no capability over this
-namespace (it belongs to the server's user namespace), so it cannot change it either. The ipc
-namespace stays per attempt: SysV objects outlive their processes.
+Nothing of one attempt reaches the next. X is cloned by the zygote (zygote.py), a process forked
+before the first request, whose memory never held a request or an attempt's output; this server,
+which does hold them, never clones. Each attempt gets its own network namespace (with only `lo`,
+brought up by X), so no socket state outlives it (a TIME_WAIT connection stays in its namespace
+for a minute, readable in /proc/net/tcp), and its own ipc namespace (SysV objects outlive their
+processes). Both are created while the previous attempt runs, off the request's path.
 """
 
 import ctypes
+import fcntl
 import gc
 import json
 import os
 import selectors
 import signal
+import socket
 import struct
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I left our own dir out
 from forkserver_child import WORKDIR, be_code, check, decode_output, drop_capabilities  # noqa: E402
+from zygote import Zygote  # noqa: E402
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc_gil = ctypes.PyDLL(None, use_errno=True)  # clone must not release the GIL (as os.fork)
-NEW_NAMESPACES = 0x10000000 | 0x20000 | 0x20000000 | 0x08000000 | 0x04000000  # not net
+NEW_NAMESPACES = 0x10000000 | 0x20000 | 0x20000000 | 0x08000000 | 0x04000000 | 0x40000000
 DEFAULT_DISK_MB = 64
 
 
@@ -99,21 +102,31 @@ def clone_namespaced():
 
 
 class Standby:
-    """One attempt made ready ahead of its request: X waiting as pid 1 of fresh namespaces."""
+    """One attempt made ready ahead of its request: X waiting as pid 1 of fresh namespaces,
+    cloned by the zygote (never by this server, whose memory has held other attempts' data)."""
 
-    def __init__(self):
+    def __init__(self, zygote):
         (req_r, self.req_w), (self.out_r, out_w), (self.err_r, err_w), (self.setup_r, setup_w) = (
             os.pipe(), os.pipe(), os.pipe(), os.pipe())
-        self.pid = clone_namespaced()
-        if self.pid == 0:
-            try:
-                close_all_but({req_r, out_w, err_w, setup_w})
-                be_x(req_r, out_w, err_w, setup_w)
-            except BaseException as e:  # before the code ran: the sandbox's failure, not the code's
-                os.write(setup_w, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
-            os._exit(0)
-        for fd in (req_r, out_w, err_w, setup_w):
-            os.close(fd)
+        try:
+            self.pid = zygote.standby((req_r, out_w, err_w, setup_w))
+        finally:
+            for fd in (req_r, out_w, err_w, setup_w):
+                os.close(fd)
+
+
+def spawn_x(fds):
+    """In the zygote: clone X holding `fds` (its ends of the pipes); X never returns."""
+    pid = clone_namespaced()
+    if pid == 0:
+        req_r, out_w, err_w, setup_w = fds
+        try:
+            close_all_but(set(fds))
+            be_x(req_r, out_w, err_w, setup_w)
+        except BaseException as e:  # before the code ran: the sandbox's failure, not the code's
+            os.write(setup_w, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
+        os._exit(0)
+    return pid
 
 
 def be_x(req_r, out_w, err_w, setup_w):
@@ -130,6 +143,7 @@ def be_x(req_r, out_w, err_w, setup_w):
     check(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None), "make mounts private")
     mount_workdir(DEFAULT_DISK_MB)
     check(libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x4 | 0x8, None), "mount /proc")
+    loopback_up()
     raw = read_all(req_r)
     if not raw:  # the server shut down before using us
         os._exit(0)
@@ -148,13 +162,19 @@ def be_x(req_r, out_w, err_w, setup_w):
     be_code(req, out_w, err_w, setup_w)
 
 
+def loopback_up():
+    """The attempt's own network namespace starts with `lo` down: bring it up, as bwrap does."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # SIOCSIFFLAGS: UP LOOPBACK RUNNING
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", 0x1 | 0x8 | 0x40))
+
+
 def mount_workdir(disk_mb, remount=False):
     flags = 0x2 | 0x4 | 0x8 | (0x20 if remount else 0)  # nosuid nodev noexec (MS_REMOUNT)
     check(libc.mount(b"tmpfs", WORKDIR.encode(), b"tmpfs", flags,
                      f"size={disk_mb << 20},mode=0755".encode()), "mount work dir")
 
 
-def serve_one(standby, raw, req):
+def serve_one(zygote, standby, raw, req):
     """Hand the request (`raw`, parsed: `req`) to a standby attempt and supervise it: capped
     output, timeout, status."""
     limits, cap = req["limits"], req["limits"]["output_bytes"]
@@ -197,7 +217,7 @@ def serve_one(standby, raw, req):
             os.kill(standby.pid, signal.SIGKILL)  # pid 1: its death takes the namespaces with it
         except ProcessLookupError:
             pass
-    _, status, usage = os.wait4(standby.pid, 0)
+    status, cpu_ms = zygote.reap(standby.pid)
     os.set_blocking(standby.setup_r, False)
     try:
         setup += os.read(standby.setup_r, 65536)
@@ -209,7 +229,7 @@ def serve_one(standby, raw, req):
         yield {"error": parse_error(setup)}
     yield {"stdout": decode_output(bufs[standby.out_r]),
            "stderr": decode_output(bufs[standby.err_r]), "reason": reason,
-           "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000,
+           "cpu_ms": cpu_ms,
            "exit_code": os.waitstatus_to_exitcode(status)}
 
 
@@ -233,7 +253,8 @@ def main():
             pass
     os.chdir("/")  # no attempt may hold a way (via /proc/1/cwd) into anything it could share
     gc.freeze()  # children's collections then skip (and never write to) the preloaded objects
-    standby = Standby()
+    zygote = Zygote(spawn_x)  # before any request: its memory never holds one
+    standby = Standby(zygote)
     write_frame(1, {"ready": loaded})
     while True:
         raw, req = read_frame(0)
@@ -245,10 +266,10 @@ def main():
             except Exception as e:
                 write_frame(1, {"error": f"{type(e).__name__}: {e}"})
             continue
-        attempt = serve_one(standby, raw, req)
+        attempt = serve_one(zygote, standby, raw, req)
         next(attempt)
         try:
-            standby = Standby()
+            standby = Standby(zygote)
         except OSError as e:
             standby = None
             error = str(e)

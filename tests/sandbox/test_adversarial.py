@@ -14,65 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
+from flywheel.sandbox import ExecRequest, Limits
 
-PROJECT_FILE = Path(__file__).resolve().parents[2] / "pyproject.toml"
+PROJECT_FILE = Path(__file__).resolve().parents[2] / "pyproject.toml"  # fixtures: conftest.py
 HOST_SECRET = "hunter2-host-secret"
-BACKENDS = ["local", "local-cold", "unsafe-subprocess", "docker", "docker-runsc"]
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def backend(request):
-    name = request.param
-    try:
-        if name.startswith("docker"):
-            daemon = request.getfixturevalue("docker_daemon")
-            runtime = "runsc" if name == "docker-runsc" else None
-            instance = daemon.backend(runtime=runtime)
-        else:
-            instance = get_backend(name.replace("-cold", ""), **({"warm": False} if "cold" in name else {}))
-    except SandboxError as e:
-        pytest.skip(f"{name} cannot run here: {e}")
-    instance.label = name
-    yield instance
-    instance.close()
-
-
-@pytest.fixture(scope="module")
-def isolating(backend):
-    if backend.label == "unsafe-subprocess":
-        pytest.skip("unsafe-subprocess isolates nothing by design (debugging only)")
-    return backend
-
-
-@pytest.fixture(scope="module")
-def verified(isolating):
-    """The backend, once its own pid namespace and network (only `lo`) are proven: the code is pid
-    1 (warm) or 2 (cold, under bwrap's init), its parent that init or outside its namespace (0);
-    under docker a few more: docker-init is pid 1, the entry shell and its `cp` follow, and before
-    them the threads of `runc init` (a Go program) take pids of the same namespace, as many as its
-    scheduler started (the code was seen at pid 8, 9 and 10; at 4 under runsc), so docker's bound
-    is the first 64 pids of a fresh namespace."""
-    code = ("import os; print(os.getpid(), os.getppid()); "
-            "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))")
-    result = isolating.run(ExecRequest({}, ("python", "-c", code)))
-    pids, interfaces = result.stdout.splitlines()
-    pid, ppid = map(int, pids.split())
-    local = isolating.label.startswith("local")
-    assert pid in ((1, 2) if local else range(1, 64)), result
-    assert ppid in ((0, 1) if local else range(1, pid)) and interfaces == "['lo']", result
-    return isolating
-
-
-@pytest.fixture(scope="module")
-def sentinel():
-    """A host process that hostile code must not be able to kill."""
-    proc = subprocess.Popen(["sleep", "3600"])
-    yield proc
-    proc.kill()
-    proc.wait()
-
-
 def run(backend, code, limits=Limits(), files=None):
     return backend.run(ExecRequest({"main.py": code, **(files or {})}, ("python", "main.py"),
                                    limits=limits))
