@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flywheel.pipelines import domains_cli, sandbox_cli, tasks_cli, verify_cli
+from flywheel.pipelines.terminal import console_for, quiet_on_closed_pipe
 
 RUN_HELP = "run or resume RL iterations on the embedded default"
 
@@ -44,6 +45,7 @@ def cmd_run(argv: list[str], console: Console) -> int:
     from flywheel.pipelines.options import FlywheelOptions
     from flywheel.pipelines.progress import RunProgress
     from flywheel.pipelines.report import metric_table
+    from flywheel.pipelines.run_log import RunLog
     from flywheel.pipelines.flag_check import unknown_arguments
     run_parser().parse_known_args(argv)  # --help, and a usage error for a malformed flag value
     unknown = unknown_arguments(argv)
@@ -61,17 +63,19 @@ def cmd_run(argv: list[str], console: Console) -> int:
         console.print(f"[red]error:[/] {e}")
         return 2
     run_dir = flywheel.run_dir or f"runs/{dt.datetime.now():%Y%m%d-%H%M%S}"
-    console.print(f"[bold]flywheel run[/] -> run dir [cyan]{run_dir}[/]")
-    try:
-        with RunProgress(console, run_dir) as progress:
-            run_iterations(run_dir, config, explicit=explicit, options=options,
-                           event=progress.event)
-    except RunConfigMismatch as e:
-        console.print(f"[red]error:[/] {e}")
-        return 2
-    console.print(metric_table(run_dir))
-    console.print("Look further with SQL, e.g.:\n  flywheel sql \"SELECT domain, avg(reward_raw), "
-                  f"count(*) FROM trajectories GROUP BY 1\" --run-dir {run_dir}")
+    with RunLog(run_dir) as log:
+        show = log.tee(console)
+        show(f"[bold]flywheel run[/] -> run dir [cyan]{run_dir}[/]")
+        try:
+            with RunProgress(console, run_dir, log) as progress:
+                run_iterations(run_dir, config, explicit=explicit, options=options,
+                               event=progress.event)
+        except RunConfigMismatch as e:
+            show(f"[red]error:[/] {e}")
+            return 2
+        show(metric_table(run_dir))
+        show("Look further with SQL, e.g.:\n  flywheel sql \"SELECT domain, avg(reward_raw), "
+             f"count(*) FROM trajectories GROUP BY 1\" --run-dir {run_dir}")
     return 0
 
 
@@ -126,11 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     # Beam's in-process runner talks gRPC while the sandbox forks; gRPC logs every such fork.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     argv = sys.argv[1:] if argv is None else list(argv)
+    return quiet_on_closed_pipe(lambda: _dispatch(argv))
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv[:1] == ["run"]:
-        return cmd_run(argv[1:], Console())
+        return cmd_run(argv[1:], console_for())
     args, rest = parser().parse_known_args(argv)
     # machine-readable output goes to stdout alone; messages then go to stderr
-    console = Console(stderr=args.command == "verify" or getattr(args, "format", "table") != "table")
+    console = console_for(stderr=args.command == "verify" or getattr(args, "format", "table") != "table")
     if rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     commands = {"sql": cmd_sql, "report": cmd_report, "domains": domains_cli.run,

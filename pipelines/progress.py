@@ -1,4 +1,7 @@
-"""Rich progress for `flywheel run`: a bar over iterations, the current stage, one line per step."""
+"""Rich progress for `flywheel run`: a bar over iterations, the current stage, one line per step.
+
+Every line shown also goes to the run's log (run_log.py), with the stage timings the screen omits.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,8 @@ from flywheel.pipelines.sql import query
 
 
 class RunProgress:
-    def __init__(self, console: Console, run_dir: str):
-        self.console, self.run_dir = console, run_dir
+    def __init__(self, console: Console, run_dir: str, log=None):
+        self.console, self.run_dir, self.log = console, run_dir, log
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console, transient=False)
         self.task = None
@@ -27,6 +30,12 @@ class RunProgress:
 
     def _print(self, text: str) -> None:
         self.progress.console.print(text)
+        if self.log:
+            self.log.print(text)
+
+    def _note(self, text: str) -> None:
+        if self.log:
+            self.log.note(text)
 
     def event(self, name: str, data: dict) -> None:
         if name == "run_begin":
@@ -45,8 +54,10 @@ class RunProgress:
             self._print(f"  warm start done: {data['steps']} steps in {data['seconds']:.0f} s")
         elif name == "rollout_begin":
             self.progress.update(self.task, description=f"iteration {data['iteration']}: rollout")
+            self._note(f"iteration {data['iteration']}: rollout begins")
         elif name == "train_begin":
             self.progress.update(self.task, description=f"iteration {data['iteration']}: train")
+            self._note(f"iteration {data['iteration']}: train begins")
         elif name == "iteration_end":
             k = data["iteration"]
             _, rows = query(self.run_dir, "SELECT domain, value FROM metrics WHERE iteration = "
@@ -57,4 +68,7 @@ class RunProgress:
             self._print(f"iteration {k}  held-out pass@1 {rates}  "
                         f"({data['rollout_seconds'] + data['train_seconds']:.0f} s"
                         + (f", {errors} errors" if errors else "") + ")")
+            self._note(f"timing iteration {k}: rollout {data['rollout_seconds']:.1f} s, "
+                       f"train {data['train_seconds']:.1f} s; counters "
+                       + " ".join(f"{n}={v}" for n, v in sorted(c.items())))
             self.progress.update(self.task, advance=1, description="iterations")
