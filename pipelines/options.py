@@ -65,13 +65,15 @@ class FlywheelOptions(PipelineOptions):
         for flag, (_, kind, text) in RUN_FLAGS.items():
             parser.add_argument(flag, dest=_dest(flag), type=kind or str, default=None, help=text)
 
-    def run_config(self) -> tuple[RunConfig, set[str]]:
-        """(RunConfig with the given flags over the defaults, the dotted keys that were given).
+    def run_config(self, base: dict | None = None, base_keys: set[str] = frozenset()
+                   ) -> tuple[RunConfig, set[str]]:
+        """(RunConfig with the given flags over `base` (a config file's values; default: the
+        defaults), the dotted keys that were given: `base_keys` and the flags').
 
         Raises ValueError or KeyError, naming the flag's value, when a registry name or a
         KEY=VALUE option is malformed, so a bad run stops before anything starts.
         """
-        values, explicit = RunConfig().to_dict(), set()
+        values, explicit = base or RunConfig().to_dict(), set(base_keys)
         given = self.get_all_options()
         for flag, (key, kind, _) in RUN_FLAGS.items():
             value = given.get(_dest(flag))
