@@ -1,0 +1,57 @@
+"""Log-probabilities of an HF causal LM's tokens, never holding batch x length x vocabulary.
+
+The sampler and the trainer both go through `head_logprobs` (hidden states -> tempered
+log-softmax), so old and new log-probs are one function. `token_logprobs` runs the network's
+body once for the whole batch, then the output head chunk by chunk over positions; with autograd
+on, each chunk is checkpointed, so backward keeps only the hidden states and recomputes one
+chunk's logits at a time (the out-of-memory of peers: OpenRLHF#887, trl#3678).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+LOGITS_BUDGET = 1 << 24  # logits elements per chunk (64 MB in float32)
+
+
+def head_logprobs(model, hidden: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
+    """hidden (B, ..., H) -> float32 log_softmax(logits / T) (B, ..., V); T = 0 means greedy,
+    scored at T = 1. Final-logit soft-capping (Gemma 2) is applied where the config asks."""
+    logits = model.get_output_embeddings()(hidden).float()
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    t = torch.where(temperatures > 0, temperatures, torch.ones_like(temperatures)).float()
+    return F.log_softmax(logits / t.view(-1, *([1] * (logits.dim() - 1))), dim=-1)
+
+
+def positions(attn_mask: torch.Tensor) -> torch.Tensor:
+    """Position of each token counted from its row's first real token (left padding allowed)."""
+    return (attn_mask.long().cumsum(1) - 1).clamp(min=0)
+
+
+def token_logprobs(model, input_ids: torch.Tensor, attn_mask: torch.Tensor,
+                   temperatures: torch.Tensor, chunk: int = 0) -> torch.Tensor:
+    """input_ids (B, T) long, attn_mask (B, T) bool, temperatures (B,) -> (B, T-1) float32, entry
+    t scoring input_ids[:, t+1]; `chunk` positions per head call (0: sized by LOGITS_BUDGET)."""
+    B, T = input_ids.shape
+    hidden = model.base_model(input_ids=input_ids, attention_mask=attn_mask.long(),
+                              position_ids=positions(attn_mask), use_cache=False).last_hidden_state
+    hidden, targets = hidden[:, :-1], input_ids[:, 1:]
+    vocab = model.get_output_embeddings().weight.shape[0]
+    chunk = chunk or max(1, LOGITS_BUDGET // max(1, B * vocab))
+    temperatures = temperatures.to(hidden.device)
+    out = []
+    for s in range(0, T - 1, chunk):
+        args = (model, hidden[:, s : s + chunk], targets[:, s : s + chunk], temperatures)
+        if torch.is_grad_enabled():
+            out.append(checkpoint(_chosen, *args, use_reentrant=False))
+        else:
+            out.append(_chosen(*args))
+    return torch.cat(out, 1) if out else hidden.new_zeros((B, 0), dtype=torch.float32)
+
+
+def _chosen(model, hidden: torch.Tensor, targets: torch.Tensor, temperatures: torch.Tensor):
+    logp = head_logprobs(model, hidden, temperatures)
+    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)

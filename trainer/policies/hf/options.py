@@ -1,0 +1,57 @@
+"""The `hf` backend's options: which model, and how it samples (KEY=VALUE settings of the run).
+
+    flywheel run --policy hf --policy-options model=DIR,top_p=0.95,stop=</answer>
+
+A checkpoint stores the sampling options beside the weights, so an iteration samples the way
+the run asked whatever process loads it.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(frozen=True)
+class HFOptions:
+    model: str = "tiny-llama"      # a local directory or .gguf file, a URI (gs://...), or a named model
+    system_prompt: str = ""        # sent as the system message before each prompt ("" = none)
+    chat_template: bool = True     # False: the prompt is the raw text (the model has no template)
+    top_p: float = 1.0             # nucleus sampling; logprobs stay those of the full tempered distribution
+    max_new_tokens: int = 0        # caps each attempt's own budget (0: the domain's budget)
+    stop: str = ""                 # stop strings, separated by "|"; a response ends once one appears
+    context: int = 2048            # most tokens per sequence (capped by the model's positions)
+    dtype: str = "float32"         # weights' dtype: float32, bfloat16 or float16
+    logprob_chunk: int = 0         # positions per chunk of token_logprobs; 0: sized by a memory budget
+
+    def __post_init__(self):
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        return tuple(s for s in self.stop.split("|") if s)
+
+    def sampling(self) -> dict:
+        """Everything but the model's location: what a checkpoint keeps for the next sampler."""
+        return {k: v for k, v in asdict(self).items() if k != "model"}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> HFOptions:
+        """From the run's options (strings where the CLI gave strings) or a checkpoint's config;
+        an unknown key is an error naming the known ones."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ValueError(f"unknown hf policy option(s) {unknown}; known: {', '.join(known)}")
+        kinds = {"str": str, "bool": _bool, "float": float, "int": int}
+        return cls(**{k: kinds[known[k].type](v) for k, v in d.items()})
+
+
+def _bool(v: object) -> bool:
+    if isinstance(v, str):
+        if v.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"expected true or false, got {v!r}")
+        return v.lower() in ("true", "1")
+    return bool(v)

@@ -1,0 +1,142 @@
+"""The `hf` backend: any Hugging Face causal LM (AutoModelForCausalLM + AutoTokenizer) behind the
+Policy protocol.
+
+    flywheel run --policy hf --policy-options model=/models/my-llama
+    flywheel run --policy hf --policy-options model=gs://bucket/models/my-llama,top_p=0.95
+    flywheel run --policy hf --policy-options model=smollm2
+
+A checkpoint holds the model and tokenizer in Hugging Face format (save_pretrained into the
+subfolder `hf/`, since config.json belongs to the checkpoint); its config.json keeps the
+sampling options. `transformers` is imported on first use, so listing backends stays cheap.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from flywheel.trainer.checkpoint_files import join
+from flywheel.trainer.policies import POLICIES
+from flywheel.trainer.policies.hf import logprobs, sampling
+from flywheel.trainer.policies.hf.model_files import (
+    is_remote,
+    local_path,
+    model_location,
+    upload_dir,
+)
+from flywheel.trainer.policies.hf.named_models import NAMED_MODELS
+from flywheel.trainer.policies.hf.options import HFOptions
+from flywheel.trainer.policy import Sample
+
+SUBFOLDER = "hf"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@POLICIES.register("hf")
+class HFPolicy:
+    """A transformers causal LM and its tokenizer; options are HFOptions' fields."""
+
+    def __init__(self, model, tokenizer, options: HFOptions):
+        self.module, self.tokenizer, self.options = model, tokenizer, options
+        for m in model.modules():  # the ratio of new to old log-probs must compare one function
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+        ids = [tokenizer.eos_token_id, *_as_list(getattr(model.generation_config, "eos_token_id", None))]
+        self.eos_ids = tuple(sorted({int(i) for i in ids if i is not None}))
+        if not self.eos_ids:
+            raise ValueError("the tokenizer and generation config name no EOS token")
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0])
+        positions = getattr(model.config, "max_position_embeddings", None) or options.context
+        self.context = min(options.context, int(positions))
+
+    @classmethod
+    def create(cls, options: Mapping[str, object], seed: int,
+               device: str | torch.device = "cpu") -> HFPolicy:
+        """The pretrained model named by options["model"]; the seed plays no part (the weights
+        are the model's; sampling takes a seed per row)."""
+        opts = HFOptions.from_dict(options)
+        source = NAMED_MODELS.get(opts.model)() if opts.model in NAMED_MODELS else opts.model
+        directory, gguf = model_location(local_path(source))
+        return cls(*_from_pretrained(directory, gguf, opts.dtype, device), opts)
+
+    def save(self, uri: str) -> dict:
+        if is_remote(uri):
+            with tempfile.TemporaryDirectory() as tmp:
+                self._save_pretrained(tmp)
+                upload_dir(tmp, join(uri, SUBFOLDER))
+        else:
+            self._save_pretrained(os.path.join(local_path(uri), SUBFOLDER))
+        return {"options": {"model": self.options.model, **self.options.sampling()},
+                "files": SUBFOLDER}
+
+    def _save_pretrained(self, directory: str) -> None:
+        self.module.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+
+    @classmethod
+    def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> HFPolicy:
+        opts = HFOptions.from_dict(saved["options"])
+        directory = local_path(join(uri, saved["files"]))
+        return cls(*_from_pretrained(directory, None, opts.dtype, device), opts)
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """The chat template over [system prompt,] user text, ending in the assistant's turn;
+        without a template (or with chat_template=false), the text with the tokenizer's specials."""
+        tok = self.tokenizer
+        if self.options.chat_template and tok.chat_template:
+            messages = [{"role": "user", "content": text}]
+            if self.options.system_prompt:
+                messages.insert(0, {"role": "system", "content": self.options.system_prompt})
+            rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            ids = tok(rendered, add_special_tokens=False)["input_ids"]
+        else:
+            ids = tok(text)["input_ids"]
+        return ids or [tok.bos_token_id if tok.bos_token_id is not None else self.eos_ids[0]]
+
+    def encode_response(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.eos_ids[0]]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        ids = [int(i) for i in ids]
+        ends = [k for k, i in enumerate(ids) if i in self.eos_ids]
+        return self.tokenizer.decode(ids[: ends[0]] if ends else ids, skip_special_tokens=True)
+
+    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
+               seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
+        if self.options.max_new_tokens:
+            max_new_tokens = min(max_new_tokens, self.options.max_new_tokens)
+        return sampling.sample(
+            self.module, prompts, temperatures, seeds, max_new_tokens, eos_ids=self.eos_ids,
+            pad_id=self.pad_id, context=self.context, top_p=self.options.top_p,
+            stop_strings=self.options.stop_strings,
+            decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
+                       temperatures: torch.Tensor) -> torch.Tensor:
+        return logprobs.token_logprobs(self.module, input_ids, attn_mask, temperatures,
+                                       chunk=self.options.logprob_chunk)
+
+
+def _as_list(x) -> list:
+    return [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _from_pretrained(directory: str, gguf: str | None, dtype: str, device):
+    """(model, tokenizer) from local files only; a GGUF model is dequantized to `dtype` and
+    left without its quantizer, so it trains and saves as a plain model."""
+    try:
+        import transformers
+    except ImportError as e:
+        raise ImportError("the hf policy backend needs the hf extra: pip install 'flywheel[hf]'") from e
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    kwargs = {"local_files_only": True, **({"gguf_file": gguf} if gguf else {})}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory, **kwargs)
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=DTYPES[dtype], **kwargs)
+    if gguf:
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+    return model.to(device), tokenizer
