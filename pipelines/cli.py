@@ -37,32 +37,55 @@ def run_parser() -> argparse.ArgumentParser:
     return p
 
 
-def cmd_run(argv: list[str], console: Console) -> int:
-    """`flywheel run ARGV`: ARGV holds Flywheel's flags and any Beam pipeline options."""
+def run_settings(argv: list[str]):
+    """(Beam options, RunConfig, explicitly given keys, run dir or None) of `flywheel run ARGV`:
+    defaults, then the --config file, then the flags. ValueError/KeyError name what is wrong."""
+    import copy
+
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-    from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
-    from flywheel.pipelines.options import FlywheelOptions
-    from flywheel.pipelines.progress import RunProgress
-    from flywheel.pipelines.report import metric_table
-    from flywheel.pipelines.run_log import RunLog
+    from flywheel.pipelines.config_file import read_config_file
     from flywheel.pipelines.flag_check import unknown_arguments
-    run_parser().parse_known_args(argv)  # --help, and a usage error for a malformed flag value
+    from flywheel.pipelines.options import FlywheelOptions
+    given, _ = run_parser().parse_known_args(argv)  # --help; a usage error for a malformed value
     unknown = unknown_arguments(argv)
-    for message in unknown:  # Beam would only log and drop them, and the default job would start
-        console.print(f"[red]error:[/] {message}", highlight=False)
-    if unknown:
-        return 2
-    options = PipelineOptions(argv)
+    if unknown:  # Beam would only log and drop them, and the default job would start
+        raise ValueError("\n".join(unknown))
+    file = read_config_file(given.config) if given.config else None
+    options = PipelineOptions((file.beam_args if file else []) + argv)
     standard = options.view_as(StandardOptions)
     standard.runner = standard.runner or "DirectRunner"  # not Prism, which needs a download
     flywheel = options.view_as(FlywheelOptions)
+    config, explicit = flywheel.run_config(copy.deepcopy(file.values) if file else None,
+                                           file.keys if file else set())
+    return options, config, explicit, flywheel.run_dir or (file.run_dir if file else None)
+
+
+def beam_settings(options) -> dict:
+    """The Beam pipeline options given (from the file or flags), without Flywheel's own."""
+    from flywheel.pipelines.options import FlywheelOptions
+    ours = set(FlywheelOptions(flags=[]).get_all_options(current_only=True))
+    return {k: v for k, v in options.get_all_options(drop_default=True).items() if k not in ours}
+
+
+def cmd_run(argv: list[str], console: Console) -> int:
+    """`flywheel run ARGV`: ARGV holds Flywheel's flags and any Beam pipeline options."""
+    from flywheel.pipelines.config_file import config_toml
+    from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
+    from flywheel.pipelines.progress import RunProgress
+    from flywheel.pipelines.report import metric_table
+    from flywheel.pipelines.run_log import RunLog
     try:
-        config, explicit = flywheel.run_config()
+        options, config, explicit, run_dir = run_settings(argv)
     except (KeyError, ValueError) as e:
-        console.print(f"[red]error:[/] {e}")
+        for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
+            console.print(f"[red]error:[/] {line}", highlight=False, markup=True)
         return 2
-    run_dir = flywheel.run_dir or f"runs/{dt.datetime.now():%Y%m%d-%H%M%S}"
+    from flywheel.pipelines.options import FlywheelOptions
+    if options.view_as(FlywheelOptions).print_config:
+        print(config_toml(config.to_dict(), run_dir, beam_settings(options)), end="")
+        return 0
+    run_dir = run_dir or f"runs/{dt.datetime.now():%Y%m%d-%H%M%S}"
     with RunLog(run_dir) as log:
         show = log.tee(console)
         show(f"[bold]flywheel run[/] -> run dir [cyan]{run_dir}[/]")
@@ -71,7 +94,7 @@ def cmd_run(argv: list[str], console: Console) -> int:
                 run_iterations(run_dir, config, explicit=explicit, options=options,
                                event=progress.event)
         except RunConfigMismatch as e:
-            show(f"[red]error:[/] {e}")
+            show(f"[red]error:[/] {e}", highlight=False)
             return 2
         show(metric_table(run_dir))
         show("Look further with SQL, e.g.:\n  flywheel sql \"SELECT domain, avg(reward_raw), "

@@ -1,0 +1,186 @@
+"""`flywheel run --config run.toml`: every run setting in a file people version and diff.
+
+    seed = 0
+    iterations = 6
+    run_dir = "runs/demo"            # optional; --run-dir overrides it
+
+    [rollout]
+    domains = ["add", "pyexpr"]
+    n_samples = 8
+
+    [train]
+    lr = 5e-4
+
+    [beam]                           # any Beam pipeline option, by its name
+    direct_running_mode = "multi_processing"
+    direct_num_workers = 2
+
+The tables and keys are exactly `RunConfig`'s (pipelines/config.py); a key it does not have, or a
+value of the wrong type, is an error naming the key, the file and its line, before anything runs.
+Flags given beside the file override it. `config_toml` writes the effective config back as TOML
+(`--print-config`), which this module reads again unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass
+
+from flywheel.pipelines.config import RunConfig
+
+FILE_ONLY_KEYS = ("run_dir",)
+BEAM_TABLE = "beam"
+
+
+class ConfigFileError(ValueError):
+    """A config file that cannot be used; the message names the file, line and key."""
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    values: dict          # RunConfig.to_dict() with the file's settings over the defaults
+    keys: set[str]        # the dotted keys the file sets (a resumed run checks them)
+    run_dir: str | None
+    beam_args: list[str]  # the [beam] table as command-line flags, placed before the user's own
+
+
+def read_config_file(path: str) -> ConfigFile:
+    """Parse and check `path` (any Beam filesystem); ConfigFileError on any problem."""
+    from apache_beam.io.filesystems import FileSystems
+    try:
+        with FileSystems.open(path) as f:
+            text = f.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigFileError(f"{path}: cannot read the config file: {e}") from e
+    except Exception as e:  # Beam raises its own IOError subclasses per filesystem
+        raise ConfigFileError(f"{path}: cannot read the config file: {e}") from e
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigFileError(f"{path}: not valid TOML: {e}") from e
+    lines = _key_lines(text)
+
+    def fail(dotted: str, problem: str):
+        line = lines.get(dotted)
+        return ConfigFileError(f"{path}: {f'line {line}: ' if line else ''}{problem}")
+
+    run_dir = data.pop("run_dir", None)
+    if run_dir is not None and not isinstance(run_dir, str):
+        raise fail("run_dir", f"`run_dir` must be a string, got {run_dir!r}")
+    beam = data.pop(BEAM_TABLE, {})
+    if not isinstance(beam, dict):
+        raise fail(BEAM_TABLE, f"`{BEAM_TABLE}` must be a table of Beam pipeline options")
+    values, keys = RunConfig().to_dict(), set()
+    _merge(RunConfig, data, values, keys, "", fail)
+    return ConfigFile(values, keys, run_dir, _beam_args(beam, fail))
+
+
+def _merge(klass, data: dict, into: dict, keys: set[str], prefix: str, fail) -> None:
+    hints = typing.get_type_hints(klass)
+    names = [f.name for f in dataclasses.fields(klass)]
+    for name, value in data.items():
+        dotted = prefix + name
+        if name not in names:
+            known = names + (list(FILE_ONLY_KEYS) + [BEAM_TABLE] if not prefix else [])
+            close = difflib.get_close_matches(name, known, n=1)
+            where = f"[{prefix.rstrip('.')}]" if prefix else "the top level"
+            raise fail(dotted, f"unknown key `{dotted}`" + (f" (did you mean `{prefix}{close[0]}`?)"
+                       if close else f"; {where} takes {', '.join(known)}"))
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            if not isinstance(value, dict):
+                raise fail(dotted, f"`{dotted}` must be a table ([{dotted}])")
+            _merge(hint, value, into[name], keys, dotted + ".", fail)
+            continue
+        try:
+            into[name] = _checked(value, hint)
+        except TypeError as e:
+            raise fail(dotted, f"`{dotted}` {e}, got {value!r}") from None
+        keys.add(dotted)
+
+
+def _checked(value, hint):
+    """`value` as a field of type `hint` takes it (lists become tuples); TypeError if it cannot."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _checked(value, next(a for a in args if a is not type(None)))
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise TypeError(f"must be an array of {_name(args[0])}")
+        if args[-1] is Ellipsis:
+            return tuple(_checked(v, args[0]) for v in value)
+        if len(value) != len(args):
+            raise TypeError(f"must be an array of {len(args)} values")
+        return tuple(_checked(v, a) for v, a in zip(value, args))
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if hint in (str, bool) and isinstance(value, hint):
+        return value
+    raise TypeError(f"must be {_name(hint)}")
+
+
+def _name(hint) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
+        hint, str(hint))
+
+
+def _beam_args(beam: dict, fail) -> list[str]:
+    """The [beam] table as flags; a name no Beam option has is an error naming the closest."""
+    from flywheel.pipelines.flag_check import known_flags
+    known = {f.lstrip("-") for f in known_flags() if f.startswith("--")}
+    args = []
+    for name, value in beam.items():
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            raise fail(f"{BEAM_TABLE}.{name}", f"unknown key `{BEAM_TABLE}.{name}`: not a Beam "
+                       "pipeline option" + (f" (did you mean `{close[0]}`?)" if close else ""))
+        for item in value if isinstance(value, list) else [value]:
+            if item is True:
+                args.append(f"--{name}")
+            elif item is not False:
+                args.append(f"--{name}={item}")
+    return args
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Dotted key -> line number, for messages (plain `key = ...` lines under `[table]` headers)."""
+    lines, table = {}, ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if header := re.match(r"\s*\[\s*([A-Za-z0-9_.\s-]+?)\s*\]", line):
+            table = header.group(1).replace(" ", "") + "."
+            lines.setdefault(table.rstrip("."), number)
+        elif key := re.match(r"\s*([A-Za-z0-9_-]+)\s*=", line):
+            lines.setdefault(table + key.group(1), number)
+    return lines
+
+
+def config_toml(values: dict, run_dir: str | None = None, beam: dict | None = None) -> str:
+    """The effective config as TOML: scalars first, then one table per concern. Unset optional
+    settings (None) are left out, as a file leaves them out."""
+    out = [f"run_dir = {json.dumps(run_dir)}"] if run_dir else []
+    tables = {k: v for k, v in values.items() if isinstance(v, dict)}
+    out += [f"{k} = {_toml_value(v)}" for k, v in values.items() if k not in tables and v is not None]
+    for name, table in [*tables.items(), *([(BEAM_TABLE, beam)] if beam else [])]:
+        out += ["", f"[{name}]"]
+        out += [f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None]
+    return "\n".join(out) + "\n"
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return {"inf": "inf", "-inf": "-inf", "nan": "nan"}.get(repr(value), repr(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value))  # a JSON string is a TOML basic string
