@@ -50,12 +50,20 @@ class WarmStartSettings:
 @dataclass(frozen=True)
 class PolicySpec:
     """Which policy backend the run trains, and its options (the backend's own KEY=VALUE settings,
-    e.g. d_model=128 for `tiny`; each backend keeps its defaults, unset options take them)."""
+    e.g. d_model=128 for `tiny`; each backend keeps its defaults, unset options take them).
+    `model` is the backend's `model` option given on its own (`--model`)."""
     backend: str = "tiny"
+    model: str = ""
     options: tuple[str, ...] = ()
 
     def parsed_options(self) -> dict[str, object]:
-        return parse_options(self.options)
+        options = parse_options(self.options)
+        if self.model:
+            if options.get("model", self.model) != self.model:
+                raise ValueError(f"--model {self.model} and --policy-options "
+                                 f"model={options['model']} disagree; give one")
+            options["model"] = self.model
+        return options
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from flywheel.sandbox import available_backends, check_options
 from flywheel.trainer.advantages import ADVANTAGES
 from flywheel.trainer.losses import LOSSES
 from flywheel.trainer.policies import POLICIES
+from flywheel.trainer.policies.hf.named_models import NAMED_MODELS
 
 LIST = None  # type of a flag whose value is a comma-separated list of strings
 
@@ -38,6 +39,8 @@ RUN_FLAGS = {
                           "comma-separated KEY=VALUE backend options, e.g. runtime=runsc"),
     "--shards": ("rollout.shards", int, "Parquet files per table partition, written in parallel"),
     "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
+    "--model": ("policy.model", str, "the policy's model (hf: a local directory, a .gguf file, a "
+                "gs:// URI, or a named model: " + NAMED_MODELS.help() + ")"),
     "--policy-options": ("policy.options", LIST,
                          "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128"),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),

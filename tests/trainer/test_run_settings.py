@@ -15,3 +15,12 @@ def test_loss_and_kl_coef_are_run_settings():
 def test_an_unknown_loss_is_refused_naming_the_known():
     with pytest.raises(KeyError, match="unknown loss 'ppo2'.*gspo"):
         PipelineOptions(["--loss", "ppo2"]).view_as(FlywheelOptions).run_config()
+
+
+def test_model_is_the_backends_model_option():
+    config, _ = PipelineOptions(["--policy", "hf", "--model", "smollm2", "--policy-options",
+                                 "top_p=0.9"]).view_as(FlywheelOptions).run_config()
+    assert config.policy.parsed_options() == {"model": "smollm2", "top_p": "0.9"}
+    with pytest.raises(ValueError, match="disagree"):
+        PipelineOptions(["--policy", "hf", "--model", "a", "--policy-options", "model=b"]).view_as(
+            FlywheelOptions).run_config()
