@@ -1,7 +1,9 @@
 """Rows of users' task files: JSONL (optionally gzipped) or Parquet, as bytes from any filesystem.
 
 Shared by the pipeline's ReadTasks and by `flywheel tasks validate`, so both report a bad row the
-same way: `path: line N: problem` (`row N` for Parquet).
+same way: `path: line N: problem` (`row N` for Parquet). A row that names no `domain` is read in
+the published format its fields show (task_formats.py: HumanEval, MBPP, GSM8K, MATH, Spider-like
+SQL) and runs as that format's domain, unless the user named a default domain (`--domain`).
 """
 
 from __future__ import annotations
@@ -10,9 +12,13 @@ import gzip
 import io
 import json
 from collections.abc import Iterator
+import os
 from typing import Any
 
+from flywheel.domains.task_formats import FormatError, known_formats, recognise
+
 Row = tuple[int, "dict[str, Any] | None", "str | None"]   # (line or row number, row, problem)
+FormatRow = tuple[int, "dict[str, Any] | None", "str | None", "str | None"]  # ... + format name
 
 
 def where(path: str, number: int) -> str:
@@ -21,8 +27,39 @@ def where(path: str, number: int) -> str:
     return f"{path}: {'row' if path.endswith('.parquet') else 'line'} {number}"
 
 
-def rows_of_file(path: str, data: bytes) -> Iterator[Row]:
-    """(number, row or None, problem or None) for every row of one task file's bytes."""
+def rows_of_file(path: str, data: bytes, default_domain: str | None = None) -> Iterator[Row]:
+    """(number, task row or None, problem or None) for every row of one task file's bytes."""
+    for number, row, problem, _ in task_rows(path, data, default_domain):
+        yield number, row, problem
+
+
+def task_rows(path: str, data: bytes, default_domain: str | None = None) -> Iterator[FormatRow]:
+    """As rows_of_file, with the name of the task format each row was read in (None for a row
+    that names its `domain`). A row without one gets its format's domain, or `default_domain`."""
+    folder = os.path.dirname(path)
+    for number, row, problem in raw_rows(path, data):
+        if row is None or row.get("domain"):
+            yield number, row, problem, None
+            continue
+        fmt, near = recognise(row)
+        if fmt is None:
+            if default_domain:
+                yield number, {**row, "domain": default_domain}, None, None
+            else:
+                yield number, None, ("field `domain` missing, and " + (near or "the fields match "
+                                     "no known task format: " + known_formats())
+                                     + "; name the domain in the row or with --domain"), None
+            continue
+        try:
+            task = fmt.to_task(row, folder)
+        except (FormatError, KeyError, TypeError, ValueError) as e:
+            yield number, None, f"{fmt.title} format: {e}", fmt.name
+            continue
+        yield number, {**task, "domain": default_domain or fmt.domain}, None, fmt.name
+
+
+def raw_rows(path: str, data: bytes) -> Iterator[Row]:
+    """(number, row or None, problem or None) for every row of one task file's bytes, as stored."""
     if path.endswith(".parquet"):
         yield from _parquet_rows(data)
         return

@@ -161,7 +161,8 @@ def _dispatch(argv: list[str]) -> int:
         return cmd_run(argv[1:], console_for())
     args, rest = parser().parse_known_args(argv)
     # machine-readable output goes to stdout alone; messages then go to stderr
-    console = console_for(stderr=args.command == "verify" or getattr(args, "format", "table") != "table")
+    console = console_for(stderr=args.command == "verify"
+                          or getattr(args, "format", "table") in ("json", "csv"))
     if rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     commands = {"sql": cmd_sql, "report": cmd_report, "domains": domains_cli.run,

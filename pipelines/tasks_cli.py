@@ -4,43 +4,72 @@
 
 Files are JSONL (optionally .gz) or Parquet, on any Beam filesystem; a pattern matches many.
 Rows are checked the way the pipeline reads them (`prepare_task`), plus duplicate task ids.
-Exit status 1 when anything is wrong.
+Rows without a `domain` are read in the published format their fields show (HumanEval, MBPP,
+GSM8K, MATH, Spider-like SQL; domains/task_formats.py), and the report says which format each
+file was read in (each line's, for a file that mixes them); `--domain` overrides the format's
+domain. Exit status 1 when anything is wrong.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 from flywheel.domains.registry import prepare_task
-from flywheel.domains.task_files import rows_of_file, where
+from flywheel.domains.task_files import raw_rows, task_rows, where
+from flywheel.domains.task_formats import TASK_FORMATS
 
 
-def read_rows(pattern: str) -> Iterator[tuple[str, int, dict[str, Any] | None, str | None]]:
-    """(path, line or row number, row or None, problem or None) for every row of the matching files."""
+def _files(pattern: str) -> Iterator[tuple[str, bytes | None]]:
+    """(path, bytes) of every file matching `pattern`; (pattern, None) when none does."""
     from apache_beam.io.filesystems import FileSystems
     matched = FileSystems.match([pattern])[0].metadata_list
     if not matched:
-        yield pattern, 0, None, "no file matches"
+        yield pattern, None
     for meta in sorted(matched, key=lambda m: m.path):
         with FileSystems.open(meta.path) as f:
-            data = f.read()
-        for number, row, problem in rows_of_file(meta.path, data):
-            yield meta.path, number, row, problem
+            yield meta.path, f.read()
 
 
-def load_tasks(patterns: list[str], default_domain: str | None = None):
-    """(tasks, problems): the usable tasks of the files, and "path: line N: problem" strings."""
+def read_rows(pattern: str) -> Iterator[tuple[str, int, dict[str, Any] | None, str | None]]:
+    """(path, line or row number, row or None, problem or None) for every row of the matching
+    files, as stored (responses files, say)."""
+    for path, data in _files(pattern):
+        if data is None:
+            yield path, 0, None, "no file matches"
+            continue
+        for number, row, problem in raw_rows(path, data):
+            yield path, number, row, problem
+
+
+def read_task_rows(pattern: str, default_domain: str | None = None
+                   ) -> Iterator[tuple[str, int, dict[str, Any] | None, str | None, str | None]]:
+    """As read_rows, plus each row's task format (None: the row names its domain); rows without
+    `domain` are read as their format's tasks (task_files.task_rows)."""
+    for path, data in _files(pattern):
+        if data is None:
+            yield path, 0, None, "no file matches", None
+            continue
+        for number, row, problem, fmt in task_rows(path, data, default_domain):
+            yield path, number, row, problem, fmt
+
+
+def load_tasks(patterns: list[str], default_domain: str | None = None, formats: dict | None = None):
+    """(tasks, problems): the usable tasks of the files, and "path: line N: problem" strings.
+    `formats`, when given, receives {path: {line: task format name or None}}."""
     tasks, problems, seen = [], [], {}
     for pattern in patterns:
-        for path, number, row, problem in read_rows(pattern):
+        for path, number, row, problem, fmt in read_task_rows(pattern, default_domain):
+            if formats is not None and number:
+                formats.setdefault(path, {})[number] = fmt
             at = where(path, number)
             if problem:
                 problems.append(f"{at}: {problem}")
                 continue
             task, found = prepare_task(row, default_domain)
-            key = row.get("task_id")
+            key = task["task_id"] if task else row.get("task_id")
             if isinstance(key, str) and key in seen:
                 found.append(f"field `task_id`: {key!r} repeats {seen[key]}")
             elif isinstance(key, str):
@@ -49,6 +78,29 @@ def load_tasks(patterns: list[str], default_domain: str | None = None):
             if task is not None and not found:
                 tasks.append({**task, "source": at})
     return tasks, problems
+
+
+def format_report(formats: dict[str, dict[int, str | None]]) -> list[str]:
+    """Which task format each file was read in: one line per file, or per line for a file
+    whose rows mix formats."""
+    lines = []
+    for path, by_line in formats.items():
+        names = Counter(by_line.values())
+        if len(names) == 1:
+            (name, count), = names.items()
+            lines.append(f"{where(path, 0)}: {_format_title(name)}, {count} rows")
+            continue
+        mix = ", ".join(f"{_format_title(n)} {c}" for n, c in names.most_common())
+        lines.append(f"{where(path, 0)}: mixes task formats ({mix}); by line:")
+        lines += [f"{where(path, number)}: {_format_title(name)}" for number, name in by_line.items()]
+    return lines
+
+
+def _format_title(name: str | None) -> str:
+    if name is None:
+        return "rows name their own `domain`"
+    fmt = TASK_FORMATS.get(name)
+    return f"{fmt.title} format (domain {fmt.domain})"
 
 
 def add_parser(sub) -> None:
@@ -61,10 +113,15 @@ def add_parser(sub) -> None:
 
 
 def run(args, console) -> int:
-    tasks, problems = load_tasks(args.files, args.domain)
+    formats: dict = {}
+    tasks, problems = load_tasks(args.files, args.domain, formats)
     if args.format == "json":
-        print(json.dumps({"tasks": len(tasks), "problems": problems}))
+        print(json.dumps({"tasks": len(tasks), "problems": problems,
+                          "formats": {path: {str(n): f for n, f in lines.items()}
+                                      for path, lines in formats.items()}}))
     else:
+        for line in format_report(formats):
+            console.print(line, markup=False, highlight=False)
         for problem in problems:
             console.print(problem, markup=False, highlight=False)
         style = "red" if problems else "green"
@@ -75,7 +132,7 @@ def run(args, console) -> int:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from rich.console import Console
+    from flywheel.pipelines.terminal import console_for
     parser = argparse.ArgumentParser(prog="flywheel")
     add_parser(parser.add_subparsers(dest="command", required=True))
-    return run(parser.parse_args(argv), Console())
+    return run(parser.parse_args(argv), console_for())

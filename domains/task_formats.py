@@ -1,0 +1,206 @@
+"""Published task formats, recognised on sight by their fields, for rows that name no `domain`.
+
+| format | identifying fields | runs as domain |
+| --- | --- | --- |
+| HumanEval | `prompt`, `entry_point`, `test` | python_tests (as is) |
+| MBPP | `text` (or `prompt`), `code`, `test_list` | python_tests |
+| GSM8K | `question`, `answer` ending in `#### N` | math (answer N) |
+| MATH | `problem`, `solution` with `\\boxed{...}` | math (answer: the last box) |
+| Spider-like SQL | `question`, `query`, a database | sql |
+
+A Spider-like row's database is SQL text (`fixture`, `schema`, `db_schema` or `context`), or a
+local SQLite file: `db_path`/`database`, or Spider's own layout, `database/<db_id>/<db_id>.sqlite`
+beside the task file. Each format turns a row into its domain's task fields (`to_task`); a row
+without `task_id` gets one from a hash of its content, the same on every read. The formats'
+identifying fields do not overlap, so at most one matches a row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flywheel.domains.math_answer import INSTRUCTION as MATH_INSTRUCTION
+from flywheel.registry import Registry
+
+
+class FormatError(ValueError):
+    """A row in a recognised format whose content cannot become a task ("field `x`: ...")."""
+
+
+@dataclass(frozen=True)
+class TaskFormat:
+    name: str                              # short id: humaneval, mbpp, gsm8k, math, spider
+    title: str                             # as people write it: HumanEval, GSM8K, ...
+    domain: str                            # the registered domain its tasks run as
+    fields: tuple[str, ...]                # the identifying fields, all present
+    check: Callable[[dict], str | None]    # why a row with those fields is not this format
+    to_task: Callable[[dict, str], dict]   # (row, the task file's folder) -> the domain's fields
+
+    def describe(self) -> str:
+        return f"{self.title} ({', '.join(self.fields)})"
+
+
+TASK_FORMATS: Registry[TaskFormat] = Registry("task format")
+
+
+def task_format(name, title, domain, fields, check=lambda row: None):
+    """Decorator: register the decorated `to_task` as format `name`."""
+    def register(to_task):
+        TASK_FORMATS.register(name, TaskFormat(name, title, domain, fields, check, to_task))
+        return to_task
+    return register
+
+
+def _task_id(row: dict, name: str, *keys: str) -> str:
+    if row.get("task_id") not in (None, ""):
+        return str(row["task_id"])
+    content = json.dumps([row.get(k) for k in keys], sort_keys=True, default=str)
+    return f"{name}-{hashlib.sha256(content.encode()).hexdigest()[:12]}"
+
+
+# -- Python unit tests -------------------------------------------------------------------------
+@task_format("humaneval", "HumanEval", "python_tests", ("prompt", "entry_point", "test"))
+def _humaneval(row: dict, folder: str) -> dict:
+    return {**row, "task_id": _task_id(row, "humaneval", "prompt", "test")}
+
+
+def _mbpp_check(row: dict) -> str | None:
+    if "text" not in row and "prompt" not in row:
+        return "it has no `text` (or `prompt`) field"
+    if not isinstance(row["test_list"], list):
+        return "field `test_list` is not a list of asserts"
+    return None
+
+
+@task_format("mbpp", "MBPP", "python_tests", ("code", "test_list"), _mbpp_check)
+def _mbpp(row: dict, folder: str) -> dict:
+    task = dict(row)
+    if "text" not in task:  # MBPP "sanitized" names the description `prompt`
+        task["text"] = task.pop("prompt")
+    task.pop("prompt", None)  # python_tests renders it from `text` and the visible tests
+    task_id = row.get("task_id")
+    task["task_id"] = (f"mbpp/{task_id}" if isinstance(task_id, int)
+                       else _task_id(row, "mbpp", "text", "prompt", "test_list"))
+    return task
+
+
+# -- math answers ------------------------------------------------------------------------------
+_GSM8K_FINAL = re.compile(r"####\s*([^\n]+?)\s*$")
+
+
+def _gsm8k_check(row: dict) -> str | None:
+    answer = row["answer"]
+    if not isinstance(answer, str) or not _GSM8K_FINAL.search(answer):
+        return "field `answer` does not end in '#### N'"
+    return None
+
+
+@task_format("gsm8k", "GSM8K", "math", ("question", "answer"), _gsm8k_check)
+def _gsm8k(row: dict, folder: str) -> dict:
+    solution = row["answer"]
+    final = _GSM8K_FINAL.search(solution).group(1).replace(",", "").replace("$", "").strip()
+    task = {k: v for k, v in row.items() if k not in ("question", "answer")}
+    return {**task, "task_id": _task_id(row, "gsm8k", "question"),
+            "prompt": f"{row['question']}{MATH_INSTRUCTION}", "answer": final,
+            "solution": solution[:solution.rindex("####")].strip()}
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last \\boxed{...} (or \\fbox{...}) in `text`, braces balanced."""
+    found = None
+    for start in (m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)):
+        depth = 1
+        for i in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                found = text[start:i]
+                break
+    return found
+
+
+def _math_check(row: dict) -> str | None:
+    if not isinstance(row["solution"], str) or last_boxed(row["solution"]) is None:
+        return "field `solution` holds no \\boxed{...} answer"
+    return None
+
+
+@task_format("math", "MATH", "math", ("problem", "solution"), _math_check)
+def _math(row: dict, folder: str) -> dict:
+    task = {k: v for k, v in row.items() if k not in ("problem", "answer")}
+    task_id = row.get("task_id") or row.get("unique_id")  # MATH-500 names its rows unique_id
+    return {**task, "task_id": str(task_id) if task_id else _task_id(row, "math", "problem"),
+            "prompt": f"{row['problem']}{MATH_INSTRUCTION}",
+            "answer": last_boxed(row["solution"]).strip()}
+
+
+# -- SQL ---------------------------------------------------------------------------------------
+SQL_TEXT_FIELDS = ("fixture", "schema", "db_schema", "context")
+SQL_FILE_FIELDS = ("db_path", "database")
+
+
+def _spider_check(row: dict) -> str | None:
+    if not any(row.get(f) for f in (*SQL_TEXT_FIELDS, *SQL_FILE_FIELDS, "db_id")):
+        return ("it names no database (SQL text in " + ", ".join(f"`{f}`" for f in SQL_TEXT_FIELDS)
+                + "; a SQLite file in `db_path`; or Spider's `db_id`)")
+    return None
+
+
+def _sqlite_file(row: dict, folder: str) -> str:
+    for name in SQL_FILE_FIELDS:
+        if row.get(name):
+            path = str(row[name])
+            return path if os.path.isabs(path) or "://" in path else os.path.join(folder, path)
+    db_id = str(row["db_id"])
+    return os.path.join(folder, "database", db_id, f"{db_id}.sqlite")
+
+
+def _dump_sqlite(path: str) -> tuple[str, str]:
+    """(CREATE statements, the whole database as an SQL script) of a local SQLite file."""
+    if "://" in path or not os.path.isfile(path):
+        raise FormatError(f"the SQLite database {path} is not a local file (give the database as "
+                          f"SQL text in `fixture` instead)")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        schema = [sql for (sql,) in con.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL")]
+        script = "\n".join(con.iterdump())
+    except sqlite3.Error as e:
+        raise FormatError(f"cannot read the SQLite database {path}: {e}") from e
+    finally:
+        con.close()
+    return ";\n".join(schema) + ";", script
+
+
+@task_format("spider", "Spider-like SQL", "sql", ("question", "query"), _spider_check)
+def _spider(row: dict, folder: str) -> dict:
+    text = next((row[f] for f in SQL_TEXT_FIELDS if row.get(f)), None)
+    shown, fixture = (text, text) if text else _dump_sqlite(_sqlite_file(row, folder))
+    task = {k: v for k, v in row.items() if k not in ("question", "query", *SQL_TEXT_FIELDS)}
+    return {**task, "task_id": _task_id(row, "spider", "question", "query", "db_id"),
+            "prompt": f"SQLite database:\n{shown}\n\nWrite one SQL query that answers: "
+                      f"{row['question']}",
+            "fixture": fixture, "reference_query": row["query"]}
+
+
+# -- recognition -------------------------------------------------------------------------------
+def recognise(row: dict[str, Any]) -> tuple[TaskFormat | None, str | None]:
+    """(the format the row is in, None) or (None, why it is almost one of them, or None)."""
+    near = None
+    for _, fmt in TASK_FORMATS.items():
+        if all(f in row for f in fmt.fields):
+            why = fmt.check(row)
+            if why is None:
+                return fmt, None
+            near = near or f"looks like {fmt.describe()}, but {why}"
+    return None, near
+
+
+def known_formats() -> str:
+    return "; ".join(f.describe() for _, f in TASK_FORMATS.items())
