@@ -1,13 +1,17 @@
 """bubblewrap: where its binary is, and the command line of one isolated run.
 
 The sandbox gets its own user, pid, network, ipc, uts, mount and cgroup namespaces, no new user
-namespaces inside, uid 65534, a clean environment, read-only binds of /usr (plus the merged-/usr
-links and the interpreter's prefix when it lives elsewhere), a minimal read-only /dev, a fresh
-/proc, and one writable place: a size-capped tmpfs at /sandbox (also /tmp, HOME and TMPDIR).
+namespaces inside, uid 65534, a clean environment, read-only binds of the parts of /usr that
+programs and the interpreter need (HOST_PARTS; plus the merged-/usr links and the interpreter's
+prefix when it lives elsewhere), a minimal read-only /dev, a fresh /proc, and one writable place:
+a size-capped tmpfs at /sandbox (also /tmp, HOME and TMPDIR). No /home, no /usr/local, of
+/etc only /etc/alternatives.
 """
 
 from __future__ import annotations
 
+import functools
+import glob
 import hashlib
 import os
 import shutil
@@ -85,6 +89,27 @@ def find_bwrap() -> str:
     return str(binary)
 
 
+# What a run sees of the host, read-only: programs, the shared libraries of this machine's
+# architecture and the dynamic loader, the Python standard libraries and Debian's Python packages,
+# locales, time zones, and Debian's /etc/alternatives links (/usr/bin/awk is one). Not /usr/local (host tools and their configuration), /usr/sbin,
+# /usr/libexec, /usr/include, /usr/src, the rest of /usr/share, nor the other dirs of /usr/lib
+# (other programs' data: JVMs, databases, browsers, SDKs).
+HOST_PARTS = ("/usr/bin", f"/usr/lib/{os.uname().machine}-linux-gnu", "/usr/lib64", "/usr/lib32",
+             "/usr/lib/python3", "/usr/lib/python3.*", "/usr/lib/locale", "/usr/share/zoneinfo",
+              "/etc/alternatives")
+
+
+@functools.lru_cache(maxsize=1)
+def host_binds() -> tuple[str, ...]:
+    """bwrap arguments binding the HOST_PARTS this machine has, read-only."""
+    args = []
+    for pattern in HOST_PARTS:
+        for path in sorted(glob.glob(pattern)):
+            if os.path.isdir(path) and not os.path.islink(path):
+                args += ["--ro-bind", path, path]
+    return tuple(args)
+
+
 def _root_links() -> list[str]:
     """The merged-/usr links (/bin -> usr/bin...) as on the host, or read-only binds where the
     host has real directories."""
@@ -123,7 +148,7 @@ def bwrap_argv(bwrap: str, limits: Limits, *, binds=(), setup=(), status_fd: int
             *([] if nested_userns else ["--disable-userns"]), "--die-with-parent",
             "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--hostname", "sandbox", "--clearenv",
-            "--ro-bind", "/usr", "/usr", *_root_links(), *binds,
+            *host_binds(), *_root_links(), *binds,
             "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
             "--size", str(limits.disk_mb << 20), "--tmpfs", WORKDIR, "--symlink", WORKDIR, "/tmp",
             *setup, "--remount-ro", "/", "--chdir", chdir]

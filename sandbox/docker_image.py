@@ -1,7 +1,7 @@
 """The `docker` backend's image, built locally from the host's own interpreter: no registry.
 
 A rootfs tarball of the host's Python (binary, standard library, the shared libraries `ldd`
-names), `sh` and `cp` (the entry step copies the task's files into the tmpfs work dir), and a
+names), the time zone database, `sh` and `cp` (the entry step copies the task's files into the tmpfs work dir), and a
 passwd naming uid 65534; `docker import`ed as flywheel-sandbox:latest (about 50 MB, a second or two).
 """
 
@@ -55,14 +55,16 @@ def rootfs_tar(python: str = "/usr/bin/python3") -> bytes:
     executable, stdlib_dirs = info[0], sorted(set(info[1:]))
     tools = [shutil.which(t, path="/usr/bin:/bin") for t in ("sh", "cp")]
     files, elves = [], [os.path.realpath(executable), *map(os.path.realpath, tools)]
-    for top in stdlib_dirs:
+    for top in [*stdlib_dirs, "/usr/share/zoneinfo"]:
         for root, dirs, names in os.walk(top):
             dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
-            files += [os.path.join(root, n) for n in names]
+            files += [path for path in (os.path.join(root, n) for n in names)  # not localtime:
+                      if not os.path.islink(path) or os.path.normpath(  # a link to the host's /etc
+                          os.path.join(root, os.readlink(path))).startswith(top + "/")]
     elves += [f for f in files if f.endswith(".so")]
     buf, seen = io.BytesIO(), set()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for top in ("bin", "lib", "lib64", "sbin"):  # the host's merged-/usr links
+        for top in ("bin", "lib", "lib64"):  # the host's merged-/usr links
             if os.path.islink("/" + top):
                 _add_path(tar, "/" + top, seen)
         for d in ("sandbox", "task", "proc", "dev", "sys", "etc"):

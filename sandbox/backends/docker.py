@@ -82,6 +82,9 @@ class DockerBackend(SandboxBackend):
             raise SandboxError(f"no Docker daemon at {self._url}: {e}") from e
         self._tasks = tempfile.mkdtemp(prefix="flywheel-docker-")
         os.chmod(self._tasks, 0o711)  # the container's uid must traverse it, not list it
+        self._empty = os.path.join(self._tasks, "empty")  # over /etc/resolv.conf (the host's DNS)
+        with open(self._empty, "w"):
+            os.chmod(self._empty, 0o444)
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._tasks, True)  # even unclosed
 
     def _client(self):
@@ -127,7 +130,8 @@ class DockerBackend(SandboxBackend):
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
                 read_only=True, ipc_mode="none",  # private IPC, no /dev/shm
                 tmpfs={WORKDIR: f"size={limits.disk_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"},
-                volumes={task: {"bind": "/task", "mode": "ro"}}, cap_drop=["ALL"],
+                volumes={task: {"bind": "/task", "mode": "ro"},
+                         self._empty: {"bind": "/etc/resolv.conf", "mode": "ro"}}, cap_drop=["ALL"],
                 security_opt=["no-new-privileges", f"seccomp={SECCOMP_PROFILE}"], runtime=self.runtime,
                 log_config=types.LogConfig(type="none"),
                 ulimits=[types.Ulimit(name="cpu", soft=cpu, hard=cpu + 1),
