@@ -75,6 +75,7 @@ def cmd_run(argv: list[str], console: Console) -> int:
     from flywheel.pipelines.progress import RunProgress
     from flywheel.pipelines.report import metric_table
     from flywheel.pipelines.run_log import RunLog
+    from flywheel.pipelines.run_status import StageRecorder
     try:
         options, config, explicit, run_dir = run_settings(argv)
     except (KeyError, ValueError) as e:
@@ -91,8 +92,10 @@ def cmd_run(argv: list[str], console: Console) -> int:
         show(f"[bold]flywheel run[/] -> run dir [cyan]{run_dir}[/]")
         try:
             with RunProgress(console, run_dir, log) as progress:
+                stages = StageRecorder(run_dir)
                 run_iterations(run_dir, config, explicit=explicit, options=options,
-                               event=progress.event)
+                               event=lambda name, data: (stages.event(name, data),
+                                                         progress.event(name, data)))
         except RunConfigMismatch as e:
             show(f"[red]error:[/] {e}", highlight=False)
             return 2
@@ -132,6 +135,21 @@ def cmd_report(args, console: Console) -> int:
     return 0
 
 
+def cmd_status(args, console: Console) -> int:
+    from flywheel.pipelines.run_status import run_status, status_lines
+    try:
+        status = run_status(args.run_dir)
+    except FileNotFoundError as e:
+        console.print(f"[red]error:[/] {e}", highlight=False)
+        return 1
+    if args.format == "json":
+        print(json.dumps(status))
+    else:
+        for line in status_lines(status):
+            console.print(line, markup=False, highlight=False)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flywheel", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -144,6 +162,10 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--run-dir", required=True)
     report.add_argument("--metric", default="heldout_pass@1",
                         help="a `metrics` name, e.g. train_pass_rate, zero_variance_frac, train/loss")
+    status = sub.add_parser("status", help="a run's committed iterations, current stage, last "
+                                           "held-out pass@1 and errors (also while it runs)")
+    status.add_argument("--run-dir", required=True)
+    status.add_argument("--format", choices=("text", "json"), default="text")
     for module in (domains_cli, sandbox_cli, tasks_cli, verify_cli):
         module.add_parser(sub)
     return p
@@ -165,7 +187,7 @@ def _dispatch(argv: list[str]) -> int:
                           or getattr(args, "format", "table") in ("json", "csv"))
     if rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
-    commands = {"sql": cmd_sql, "report": cmd_report, "domains": domains_cli.run,
+    commands = {"sql": cmd_sql, "report": cmd_report, "status": cmd_status, "domains": domains_cli.run,
                 "tasks": tasks_cli.run, "verify": verify_cli.run,
                 "sandbox": lambda args, console: sandbox_cli.main(args)}
     return commands[args.command](args, console)
