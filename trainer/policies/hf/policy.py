@@ -11,6 +11,7 @@ sampling options. `transformers` is imported on first use, so listing backends s
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -123,6 +124,19 @@ def _as_list(x) -> list:
     return [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x]
 
 
+@contextlib.contextmanager
+def _no_tqdm():
+    before = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TQDM_DISABLE"]
+        else:
+            os.environ["TQDM_DISABLE"] = before
+
+
 def _from_pretrained(directory: str, gguf: str | None, dtype: str, device):
     """(model, tokenizer) from local files only; a GGUF model is dequantized to `dtype` and
     left without its quantizer, so it trains and saves as a plain model."""
@@ -133,8 +147,10 @@ def _from_pretrained(directory: str, gguf: str | None, dtype: str, device):
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     kwargs = {"local_files_only": True, **({"gguf_file": gguf} if gguf else {})}
-    tokenizer = transformers.AutoTokenizer.from_pretrained(directory, **kwargs)
-    model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=DTYPES[dtype], **kwargs)
+    with _no_tqdm():  # the GGUF reader's own progress bar ignores transformers' switch
+        tokenizer = transformers.AutoTokenizer.from_pretrained(directory, **kwargs)
+        model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=DTYPES[dtype],
+                                                                  **kwargs)
     if gguf:
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
