@@ -131,6 +131,11 @@ def cmd_sql(args, console: Console) -> int:
 
 def cmd_report(args, console: Console) -> int:
     from flywheel.pipelines.report import metric_table
+    if args.html:
+        from flywheel.pipelines.html_report import write_report
+        plots = write_report(args.run_dir, args.html)
+        console.print(f"wrote {args.html}: " + ", ".join(p.title for p in plots), highlight=False)
+        return 0
     console.print(metric_table(args.run_dir, args.metric))
     return 0
 
@@ -162,6 +167,8 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--run-dir", required=True)
     report.add_argument("--metric", default="heldout_pass@1",
                         help="a `metrics` name, e.g. train_pass_rate, zero_variance_frac, train/loss")
+    report.add_argument("--html", metavar="FILE",
+                        help="write a self-contained page of the run's curves (matplotlib) instead")
     status = sub.add_parser("status", help="a run's committed iterations, current stage, last "
                                            "held-out pass@1 and errors (also while it runs)")
     status.add_argument("--run-dir", required=True)

@@ -1,0 +1,190 @@
+"""`flywheel report --run-dir D --html report.html`: one self-contained page of a run's curves.
+
+Every plot is drawn with matplotlib from the run's tables alone (through `flywheel sql`'s DuckDB
+views) and embedded as a base64 PNG, so the page can be mailed, attached to a ticket or opened
+from a bucket without the run directory beside it:
+
+- held-out greedy pass@1 per domain across iterations (the all-domain figure in black)
+- the training attempts' mean reward and pass rate per domain
+- the share of attempts in zero-variance groups (no learning signal) and of filtered attempts
+- errors by kind per iteration
+- the trainer's loss, KL and grad norm (and its other statistics) where the run recorded them
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import io
+from dataclasses import dataclass
+
+from matplotlib.figure import Figure
+
+from flywheel.pipelines.sql import query
+
+ALL = "*"
+TRAINER_STATS = ("loss", "pg_loss", "kl", "approx_kl", "grad_norm", "entropy", "clip_frac")
+ERROR_COLORS = {"environment": "tab:orange", "model": "tab:red", "input": "tab:purple"}
+
+
+@dataclass(frozen=True)
+class Plot:
+    title: str
+    caption: str
+    png: bytes
+
+
+def _series(run_dir: str, sql: str, params: list | None = None) -> dict[str, list[tuple[int, float]]]:
+    """{label: [(iteration, value), ...]} from rows (iteration, label, value)."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for iteration, label, value in query(run_dir, sql, params)[1]:
+        if value is not None:
+            out.setdefault(label, []).append((int(iteration), float(value)))
+    return out
+
+
+def _metric(run_dir: str, name: str) -> dict[str, list[tuple[int, float]]]:
+    return _series(run_dir, "SELECT iteration, domain, value FROM metrics WHERE name = ? "
+                            "ORDER BY iteration, domain", [name])
+
+
+def _draw_lines(ax, series: dict[str, list[tuple[int, float]]], ylabel: str, unit_range=True):
+    for label in sorted(series, key=lambda s: (s == ALL, s)):
+        points = series[label]
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        style = {"color": "black", "linewidth": 2.5} if label == ALL else {"linewidth": 1.5}
+        ax.plot(xs, ys, marker="o", markersize=4, label="all" if label == ALL else label, **style)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(ylabel)
+    if unit_range:
+        ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    if series:
+        ax.legend(fontsize=8, ncol=2)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    else:
+        ax.text(0.5, 0.5, "not recorded", ha="center", va="center", transform=ax.transAxes)
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def heldout_plot(run_dir: str) -> Plot:
+    fig = Figure(figsize=(8, 4.2))
+    _draw_lines(fig.subplots(), _metric(run_dir, "heldout_pass@1"), "held-out pass@1 (greedy)")
+    return Plot("Held-out pass@1", "Greedy pass@1 on each domain's held-out tasks, evaluated with "
+                "the policy that sampled the iteration; black: all domains.", _png(fig))
+
+
+def train_plot(run_dir: str) -> Plot:
+    fig = Figure(figsize=(11, 4))
+    left, right = fig.subplots(1, 2)
+    _draw_lines(left, _metric(run_dir, "train_mean_reward"), "mean reward (training attempts)",
+                unit_range=False)
+    _draw_lines(right, _metric(run_dir, "train_pass_rate"), "pass rate (training attempts)")
+    return Plot("Training reward and pass rate", "The sampled training attempts of each "
+                "iteration: mean raw reward and share that passed, per domain.", _png(fig))
+
+
+def signal_plot(run_dir: str) -> Plot:
+    fig = Figure(figsize=(11, 4))
+    left, right = fig.subplots(1, 2)
+    _draw_lines(left, _metric(run_dir, "zero_variance_frac"), "zero-variance share")
+    filtered = _series(run_dir, "SELECT iteration, domain, avg(CASE WHEN filtered THEN 1.0 ELSE 0.0 "
+                                "END) FROM trajectories GROUP BY ALL ORDER BY 1, 2")
+    _draw_lines(right, filtered, "filtered share")
+    return Plot("Learning signal", "Left: share of training attempts in groups whose rewards are "
+                "all equal (no advantage, nothing learned). Right: share of trajectories flagged "
+                "`filtered` (kept out of the loss), from the trajectories table.", _png(fig))
+
+
+def errors_plot(run_dir: str) -> Plot:
+    _, rows = query(run_dir, "SELECT iteration, kind, count(*) FROM errors GROUP BY ALL ORDER BY 1, 2")
+    _, its = query(run_dir, "SELECT DISTINCT iteration FROM metrics ORDER BY 1")
+    iterations = sorted({int(i) for (i,) in its} | {int(r[0]) for r in rows})
+    fig = Figure(figsize=(8, 3.6))
+    ax = fig.subplots()
+    bottom = {i: 0 for i in iterations}
+    for kind in sorted({r[1] for r in rows}):
+        counts = {int(i): n for i, k, n in rows if k == kind}
+        heights = [counts.get(i, 0) for i in iterations]
+        ax.bar(iterations, heights, bottom=[bottom[i] for i in iterations], label=kind,
+               color=ERROR_COLORS.get(kind))
+        for i, h in zip(iterations, heights):
+            bottom[i] += h
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("error rows")
+    ax.grid(alpha=0.3, axis="y")
+    if rows:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no errors recorded", ha="center", va="center", transform=ax.transAxes)
+    if iterations:
+        ax.set_xticks(iterations)
+    total = sum(r[2] for r in rows)
+    return Plot("Errors by kind", f"{total} error rows: `environment` (infrastructure, retried), "
+                "`model` (the response's fault, scored 0), `input` (bad tasks).", _png(fig))
+
+
+def trainer_plot(run_dir: str) -> Plot | None:
+    series = {name: _metric(run_dir, f"train/{name}").get(ALL, []) for name in TRAINER_STATS}
+    series = {name: points for name, points in series.items() if points}
+    if not series:
+        return None
+    fig = Figure(figsize=(11, 2.8 * ((len(series) + 2) // 3)))
+    axes = fig.subplots((len(series) + 2) // 3, 3, squeeze=False).flatten()
+    for ax, (name, points) in zip(axes, series.items()):
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=4)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    for ax in axes[len(series):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return Plot("Trainer", "The policy update of each iteration (metrics `train/*`): " +
+                ", ".join(series) + ".", _png(fig))
+
+
+def render_report(run_dir: str) -> tuple[str, list[Plot]]:
+    """(the page's HTML, its plots)."""
+    plots = [heldout_plot(run_dir), train_plot(run_dir), signal_plot(run_dir), errors_plot(run_dir)]
+    trainer = trainer_plot(run_dir)
+    if trainer:
+        plots.append(trainer)
+    _, ids = query(run_dir, "SELECT DISTINCT run_id FROM metrics")
+    _, its = query(run_dir, "SELECT count(DISTINCT iteration) FROM metrics")
+    title = f"Flywheel run {', '.join(r[0] for r in ids) or run_dir}"
+    sections = "\n".join(
+        f'<section><h2>{html.escape(p.title)}</h2><p>{html.escape(p.caption)}</p>'
+        f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,'
+        f'{base64.b64encode(p.png).decode()}"></section>' for p in plots)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto; color: #222; }}
+section {{ margin-bottom: 2.5em; }} img {{ max-width: 100%; }} p {{ color: #555; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+<p>{its[0][0]} iterations in <code>{html.escape(run_dir)}</code>; drawn from its tables on
+{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.</p>
+{sections}
+</body></html>
+"""
+    return page, plots
+
+
+def write_report(run_dir: str, path: str) -> list[Plot]:
+    """Write the page to `path` (any Beam filesystem); returns its plots."""
+    from apache_beam.io.filesystems import FileSystems
+    page, plots = render_report(run_dir)
+    if "://" not in path:
+        import os
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with FileSystems.create(path) as f:
+        f.write(page.encode())
+    return plots
