@@ -47,7 +47,7 @@ class TaskFormat:
         return f"{self.title} ({', '.join(self.fields)})"
 
 
-TASK_FORMATS: Registry[TaskFormat] = Registry("task format")
+TASK_FORMATS: Registry[TaskFormat] = Registry("task format", home="flywheel.domains.task_formats")
 
 
 def task_format(name, title, domain, fields, check=lambda row: None):
