@@ -180,6 +180,7 @@ class PythonTestsDomain(DatasetDomain):
     """Tasks checked by running their unit tests against the response in the sandbox."""
 
     verifier = "python_tests"
+    report_marker = REPORT_MARKER
     sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"))
     required_fields = ("task_id", "prompt")
     prompt_template = "{text}\nYour code should pass these tests:\n{tests}"  # MBPP rows without a prompt
@@ -211,9 +212,9 @@ class PythonTestsDomain(DatasetDomain):
     def demonstration(self, task: dict, rng) -> str:
         return task.get("canonical_solution") or task.get("code") or ""
 
-    def program(self, task: dict, response: str) -> dict:
+    def program(self, task: dict, response: str, marker: str = REPORT_MARKER) -> dict:
         timeout = float(task.get("timeout_s") or self.sandbox.timeout_s)
-        plan = {**test_plan(task), "marker": REPORT_MARKER, "budget_s": max(0.2, timeout - 0.4),
+        plan = {**test_plan(task), "marker": marker, "budget_s": max(0.2, timeout - 0.4),
                 "case_timeout_s": float(task.get("case_timeout_s") or self.case_timeout_s)}
         return {"files": {"harness.py": HARNESS, "solution.py": solution_source(task, response)},
                 "command": ["python", "harness.py"], "stdin": json.dumps(plan),

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import random
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from flywheel.registry import Registry
-from flywheel.sandbox import ExecRequest, Limits
+from flywheel.domains.report_channel import authenticate, new_nonce, signed
+from flywheel.sandbox import ExecRequest, ExecResult, Limits
 
 DOMAINS: Registry["Domain"] = Registry("domain", home="flywheel.domains")
 SPLITS = ("train", "heldout")
@@ -66,6 +68,7 @@ class Domain:
     prompt_template: str = "{prompt}"               # how `render_prompt` turns fields into text
     sandbox: SandboxNeeds | None = None             # None: nothing runs in the sandbox
     tools: tuple[ToolSpec, ...] = ()                # multi-turn domains: the tools they offer
+    report_marker: str | None = None                # its harness's report line starts with it
     required_fields: tuple[str, ...] = ("task_id", "prompt", "answer")
 
     @property
@@ -109,18 +112,29 @@ class Domain:
         """A correct response to `task`, for the supervised warm start."""
         raise NotImplementedError
 
-    def program(self, task: dict[str, Any], response: str) -> dict[str, Any]:
+    def program(self, task: dict[str, Any], response: str, **report) -> dict[str, Any]:
         """What the sandbox runs for `response`: {"files": {path: text}, "command": [...]},
-        optionally "stdin" and "limits" (a dict of `Limits` fields for this task)."""
+        optionally "stdin" and "limits" (a dict of `Limits` fields for this task). A domain with a
+        `report_marker` takes `marker=`: what its harness starts its report line with."""
         raise NotImplementedError(f"domain {self.name} does not execute code")
 
-    def request(self, task: dict[str, Any], response: str) -> ExecRequest:
-        """The sandbox request for `response`, as the pipeline's Execute step sends it: the
-        domain's `program` under the domain's limits, overridden by the program's own."""
-        spec = self.program(task, response)
+    def request(self, task: dict[str, Any], response: str, nonce: str = "") -> ExecRequest:
+        """The sandbox request for `response`: the domain's `program` under the domain's limits,
+        overridden by the program's own; its harness signs its report with `nonce`."""
+        report = {"marker": signed(self.report_marker, nonce)} if self.report_marker else {}
+        spec = self.program(task, response, **report)
         limits = Limits(**{**self.sandbox.limits(), **(spec.get("limits") or {})})
         return ExecRequest(files=spec["files"], command=tuple(spec["command"]),
                            stdin=spec.get("stdin", ""), limits=limits)
+
+    def run(self, backend, task: dict[str, Any], response: str) -> ExecResult:
+        """Run `response` on sandbox `backend` as the pipeline does: under a fresh nonce, and with
+        only the report lines that carry it read as the harness's (report_channel.py)."""
+        nonce = new_nonce() if self.report_marker else ""
+        result = backend.run(self.request(task, response, nonce))
+        if not nonce:
+            return result
+        return dataclasses.replace(result, stdout=authenticate(result.stdout, self.report_marker, nonce))
 
     def split_of(self, prompt: str) -> str:
         """The seeded-independent split of a prompt: by content hash, so the same prompt can

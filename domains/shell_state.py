@@ -32,15 +32,16 @@ def script_of(response: str) -> str:
 
 class ShellDomain(Domain):
     verifier = "shell_state"
+    report_marker = REPORT_MARKER
     sandbox = SandboxNeeds(language="bash", files=("harness.py", "script.sh"))
     tools = (RUN_SHELL,)
     required_fields = ("task_id", "prompt", "files", "expect")
     max_new_tokens = 32
 
-    def program(self, task: dict, response: str) -> dict:
+    def program(self, task: dict, response: str, marker: str = REPORT_MARKER) -> dict:
         variants = [task["files"], *(v["files"] for v in task.get("hidden_variants", []))]
         plan = {"script": script_of(response), "variants": variants,
-                "budget_s": self.sandbox.timeout_s - 0.6, "marker": REPORT_MARKER}
+                "budget_s": self.sandbox.timeout_s - 0.6, "marker": marker}
         return {"files": {"harness.py": HARNESS}, "command": ["python", "harness.py"],
                 "stdin": json.dumps(plan), "limits": self.sandbox.limits()}
 

@@ -34,6 +34,7 @@ def is_ordered(task: dict) -> bool:
 
 class SqlDomain(Domain):
     verifier = "sql_result"
+    report_marker = REPORT_MARKER
     sandbox = SandboxNeeds(language="sql (sqlite3)", files=("harness.py",))
     required_fields = ("task_id", "prompt", "fixture", "reference_query")
     max_new_tokens = 32
@@ -41,10 +42,10 @@ class SqlDomain(Domain):
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return f"```sql\n{task['reference_query']}\n```"
 
-    def program(self, task: dict, response: str) -> dict:
+    def program(self, task: dict, response: str, marker: str = REPORT_MARKER) -> dict:
         plan = {"fixtures": [task["fixture"], *task.get("hidden_fixtures", [])],
                 "query": query_of(response), "max_rows": 10_000, "budget_s": 1.2,
-                "marker": REPORT_MARKER}
+                "marker": marker}
         return {"files": {"harness.py": HARNESS}, "command": ["python", "harness.py"],
                 "stdin": json.dumps(plan), "limits": self.sandbox.limits()}
 

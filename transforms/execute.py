@@ -21,13 +21,14 @@ from flywheel.transforms.attempt import Attempt
 
 def _run_one(attempt: Attempt, backend, retries: int, backoff_s: float):
     """(execution or None, error row or None) for one attempt."""
+    domain = get_domain(attempt.domain)
     try:
-        request = get_domain(attempt.domain).request(attempt.task, attempt.response)
+        domain.request(attempt.task, attempt.response)
     except Exception as e:  # the task cannot be turned into a program: bad input
         return None, error_row("execute", "input", e, attempt.context())
     for retry in range(retries + 1):
         try:
-            return backend.run(request), None
+            return domain.run(backend, attempt.task, attempt.response), None
         except SandboxError as e:
             if retry == retries:
                 return None, error_row("execute", "environment", e, attempt.context(),

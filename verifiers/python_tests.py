@@ -35,4 +35,4 @@ def python_tests(task: dict, response: str, execution: Any = None) -> Verdict:
     if any(not results[n] for n in hidden) and echoes_examples(own_code, shown):
         flags.append("hard_codes_examples")  # it holds a shown example's literals and fails hidden ones
     detail = "; ".join(filter(None, [report.get("import_error"), *failures[:5]]))
-    return score_cases(results, hidden, flags + list(report.get("signals") or []), detail)
+    return score_cases(results, hidden, flags + more_flags + list(report.get("signals") or []), detail)

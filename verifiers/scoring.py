@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from flywheel.domains.report_channel import FORGED
 from flywheel.verifiers import Verdict
 
 
@@ -19,13 +20,16 @@ def harness_report(execution: Any, marker: str) -> tuple[dict | None, str, list[
     """(report, problem, flags): the harness's last report line, or None and why there is none.
 
     Only the harness writes to the sandbox's stdout, and it writes its one report last, then exits
-    0; anything else means it did not finish. Killed by a signal that no limit explains means the
+    0; anything else means it did not finish. A line the run's nonce did not sign (FORGED, see
+    domains/report_channel.py) is never a report. Killed by a signal that no limit explains means the
     untrusted code killed it, and more than one report line means something forged one: flagged.
     """
     if execution is None:
         raise ValueError("this verifier needs the sandbox's execution result")
-    lines = [line for line in execution.stdout.splitlines() if line.startswith(marker)]
-    flags = ["forged_report"] if len(lines) > 1 else []  # the harness prints exactly one, last
+    all_lines = execution.stdout.splitlines()
+    lines = [line for line in all_lines if line.startswith(marker)]
+    forged = len(lines) > 1 or any(line.startswith(FORGED + marker) for line in all_lines)
+    flags = ["forged_report"] if forged else []  # the harness prints exactly one, last
     if lines and execution.exit_code == 0 and not execution.kill_reason:
         report = json.loads(lines[-1][len(marker):])
         if isinstance(report, dict):

@@ -48,5 +48,5 @@ def shell_state(task: dict, response: str, execution: Any = None) -> Verdict:
         checks.update({f"{name}:{path}": float(v) for path, v in ok.items()})
         results[name] = all(ok.values()) and not got.get("capped")
     failed = [k for k, v in checks.items() if not v]
-    return score_cases(results, set(names[1:]), flags, "failed: " + ", ".join(failed[:5]) if failed else "",
+    return score_cases(results, set(names[1:]), flags + more_flags, "failed: " + ", ".join(failed[:5]) if failed else "",
                        extra=checks)

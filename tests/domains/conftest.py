@@ -19,6 +19,6 @@ def score(sandbox):
     """score(task, response) -> Verdict, through the task's domain, its sandbox and its verifier."""
     def score(task, response):
         domain = get_domain(task["domain"])
-        execution = sandbox.run(domain.request(task, response)) if domain.uses_sandbox else None
+        execution = domain.run(sandbox, task, response) if domain.uses_sandbox else None
         return get_verifier(domain.verifier)(task, response, execution)
     return score

@@ -6,6 +6,7 @@ import pytest
 
 from flywheel.domains.python_tests import case_names, solution_source
 from flywheel.domains.registry import get_domain
+from flywheel.verifiers import get_verifier
 
 
 RUNNING_MAX = next(t for t in get_domain("py_functions").tasks("train") if t["entry_point"] == "running_max")
@@ -87,6 +88,20 @@ def test_reward_hacks_score_zero_and_are_flagged(score, name):
     v = score(RUNNING_MAX, HACKS[name])
     assert v.reward == 0.0 and v.verdict == "fail", (name, v)
     if name != "raise_skip":  # a skip is just an error of that call: nothing to flag
+        assert v.exploit_suspected, (name, v)
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_reward_hacks_score_zero_on_every_backend(isolating, name):
+    """The same hacks through cold `local`, docker and docker+runsc (`isolating`: tests/conftest.py)."""
+    if isolating.label == "local":
+        pytest.skip("the module's `score` fixture runs them on the warm local backend above")
+    domain = get_domain("py_functions")
+    v = get_verifier(domain.verifier)(RUNNING_MAX, HACKS[name], domain.run(isolating, RUNNING_MAX, HACKS[name]))
+    assert v.reward == 0.0 and v.verdict == "fail", (name, v)
+    # gVisor starts processes slowly: a solution that exits on each call can use up the harness's
+    # whole budget in restarts, and a harness that did not report has nothing to flag
+    if name != "raise_skip" and "did not report (timeout)" not in v.detail:
         assert v.exploit_suspected, (name, v)
 
 

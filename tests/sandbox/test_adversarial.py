@@ -16,7 +16,7 @@ import pytest
 
 from flywheel.sandbox import ExecRequest, Limits
 
-PROJECT_FILE = Path(__file__).resolve().parents[2] / "pyproject.toml"  # fixtures: conftest.py
+PROJECT_FILE = Path(__file__).resolve().parents[2] / "pyproject.toml"  # fixtures: tests/conftest.py
 HOST_SECRET = "hunter2-host-secret"
 def run(backend, code, limits=Limits(), files=None):
     return backend.run(ExecRequest({"main.py": code, **(files or {})}, ("python", "main.py"),
@@ -299,9 +299,10 @@ def test_the_solution_cannot_forge_the_report(verified, sentinel, request):
     """Nor may any process of the run hold the report channel (stdout) where the child can
     reopen it for writing."""
     if verified.label == "docker-runsc":
-        request.applymarker(pytest.mark.xfail(reason="issue 10 class 2 is open on gVisor: it lets "
-                                              "a process reopen a non-dumpable process's fds "
-                                              "through /proc/N/fd (the harness's, the entry's)",
+        request.applymarker(pytest.mark.xfail(reason="gVisor lets a process reopen a non-dumpable "
+                                              "process's fds through /proc/N/fd (the harness's, the "
+                                              "entry's); the domains' harness reports carry a nonce "
+                                              "instead (tests/domains/test_report_channel.py)",
                                               strict=False))
     result = run_as_harness(verified)
     assert result.exit_code == 0 and "FORGED-REPORT" not in result.stdout, result

@@ -3,7 +3,7 @@
 Warm `local` attempts are cloned from a long-lived process and share its kernel: the memory they
 start from must never have held another attempt's request or output, and no network or IPC state
 may survive from one attempt to the next. Cold runs and docker containers start from nothing; the
-same tests hold them to it. Fixtures (`isolating`, `sentinel`): conftest.py.
+same tests hold them to it. Fixtures (`isolating`, `sentinel`): tests/conftest.py.
 """
 
 import secrets

@@ -1,6 +1,6 @@
 """The `docker` backend and `flywheel sandbox build-image`, against a real private dockerd.
 
-The daemon (Debian docker.io) is started once per session (tests/sandbox/conftest.py) and
+The daemon (Debian docker.io) is started once per session (tests/conftest.py) and
 stopped by its PID; everything skips, saying why, where dockerd or the Docker SDK is missing.
 The hostile-code suite runs on docker (and runsc) in test_adversarial.py.
 """

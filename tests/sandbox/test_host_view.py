@@ -1,5 +1,5 @@
 """What sandboxed code sees of the host (issue 10, class 8): what programs and the interpreter need,
-nothing more; on every isolating backend. Fixtures (`isolating`): conftest.py."""
+nothing more; on every isolating backend. Fixtures (`isolating`): tests/conftest.py."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Fixtures shared by the sandbox test modules: a private dockerd, and each backend this machine
+"""Fixtures shared by the test packages: a private dockerd, and each sandbox backend this machine
 can run, plain (`backend`), isolating (`isolating`) and with its pid and network isolation proven
 (`verified`), plus a host process hostile code must not kill (`sentinel`)."""
 
