@@ -72,8 +72,22 @@ def test_generated_sql_tasks_pass_with_their_demonstration(score):
 def test_an_empty_reference_result_still_needs_its_columns(score):
     """On a fixture where the right answer has no rows, a query returning nothing of another
     shape is wrong: the column count is checked apart from the rows."""
+    emptied = {**TOP3, "hidden_fixtures": [TOP3["fixture"] + "\nDELETE FROM orders;"]}
+    assert score(emptied, "SELECT 1 WHERE 0").components["hidden_0"] == 0.0
+    assert score(emptied, "SELECT id FROM orders WHERE 0").components["hidden_0"] == 0.0
+
+
+def test_returning_nothing_earns_nothing(score):
+    """A fixture whose right answer is empty is passed only by a query that also gets the rows
+    right where there are some: `WHERE 0` of the right shape earns 0, the reference 1."""
+    emptied = {**TOP3, "hidden_fixtures": [TOP3["fixture"] + "\nDELETE FROM orders;"]}
+    nothing = score(emptied, "SELECT id, amount FROM orders WHERE 0")
+    assert nothing.reward == 0.0 and nothing.components["hidden_0"] == 0.0, nothing
+    assert score(emptied, TOP3["reference_query"]).reward == 1.0
+
+
+def test_a_task_with_no_rows_to_return_anywhere_cannot_be_scored(score):
     task = {**TOP3, "reference_query": "SELECT id, amount FROM orders WHERE amount < 0",
             "hidden_fixtures": []}
-    assert score(task, "SELECT 1 WHERE 0").verdict == "fail"
-    assert score(task, "SELECT id FROM orders WHERE amount < 0").verdict == "fail"
-    assert score(task, "SELECT id, amount FROM orders WHERE 0").verdict == "pass"
+    with pytest.raises(ValueError, match="no rows on any fixture"):
+        score(task, "SELECT id, amount FROM orders WHERE 0")
