@@ -16,6 +16,10 @@ The losses differ in where the ratio lives (token or sequence) and how tokens ar
 
 Stats: clip_frac (share of tokens, or of sequences for gspo, where clipping removed the
 gradient) and approx_kl (k3 estimate of KL(old || new), >= 0).
+
+`LOSS_UNITS[name]` says what a loss averages over ("token", or "sequence": the sequences that
+have tokens), so the train step can split a minibatch into microbatches and weight each one's
+loss by its share of those units: the accumulated gradient is the whole minibatch's.
 """
 from typing import Callable
 
@@ -27,6 +31,7 @@ LossFn = Callable[..., tuple[torch.Tensor, dict]]
 LOSSES: Registry[LossFn] = Registry("loss", home=__name__)
 KlFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 KL_ESTIMATORS: Registry[KlFn] = Registry("KL estimator", home=__name__)
+LOSS_UNITS = {"grpo": "sequence", "dapo": "token", "dr_grpo": "sequence", "gspo": "sequence"}
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -92,13 +97,15 @@ def dr_grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages:
                  norm_length: float | None = None) -> tuple[torch.Tensor, dict]:
     """Dr. GRPO (Liu et al. 2025): the sum over a sequence's tokens divided by one constant
     (`norm_length`, e.g. the generation budget; default the batch's padded length T) instead of
-    the sequence's own length, so wrong answers are not pushed to grow longer; mean over sequences.
+    the sequence's own length, so wrong answers are not pushed to grow longer; mean over the
+    sequences that have tokens.
     Pair it with the `dr_grpo` advantage (no std division).
 
     (B, T), (B, T), (B,), (B, T) -> scalar."""
     losses, won, kl = _token_terms(logprobs, old_logprobs, advantages, mask, clip_low, clip_high)
     norm = float(norm_length) if norm_length else float(mask.shape[1])
-    loss = (losses * mask).sum() / (norm * max(mask.shape[0], 1))
+    n_sequences = (mask.sum(1) > 0).sum().clamp(min=1)
+    loss = (losses * mask).sum() / (norm * n_sequences)
     return loss, {"clip_frac": masked_mean(won, mask).item(), "approx_kl": masked_mean(kl, mask).item()}
 
 

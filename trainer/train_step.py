@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES, masked_mean
+from flywheel.trainer.losses import KL_ESTIMATORS, LOSS_UNITS, LOSSES, masked_mean
 from flywheel.trainer.policy import Policy
 from flywheel.trainer.trajectory_batches import make_batch
 
@@ -26,6 +26,8 @@ class TrainConfig:
     norm_length: int = 0              # dr_grpo's constant; 0: the longest response of the update
     kl_coef: float = 0.0              # > 0 adds kl_coef * KL(policy || reference) to the loss
     kl_estimator: str = "k3"          # a name in KL_ESTIMATORS
+    micro_tokens: int = 0             # most padded tokens per forward/backward (gradient
+                                      # accumulation within a minibatch); 0: the whole minibatch
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.99)
@@ -75,7 +77,7 @@ def train_on_rows(
     steps: loss, pg_loss, clip_frac, approx_kl (to the sampling policy), grad_norm (pre-clip),
     entropy (Monte-Carlo: the mean of -log pi over the sampled tokens), kl (to the reference,
     when one is used); logprob_diff_mean/max: |training - sampling log-prob| of the same ids,
-    measured on the first minibatch before any step (a mismatch that grows means the trainer
+    measured on the first microbatch before any step (a mismatch that grows means the trainer
     does not train the policy that sampled); and counts.
     """
     if cfg.kl_coef > 0 and reference is None:
@@ -93,40 +95,87 @@ def train_on_rows(
     }
     if not rows:
         return {**stats, **counts}
-    loss_fn, overrides = LOSSES.get(cfg.loss), cfg.loss_overrides(rows)
-    kl_fn = KL_ESTIMATORS.get(cfg.kl_estimator)
     rng = np.random.default_rng(seed)
+    step = _Step(policy, cfg, cfg.loss_overrides(rows), reference, device)
     policy.module.train()
-    diff = {}
     for _ in range(cfg.epochs):
         order = rng.permutation(len(rows))
         for start in range(0, len(rows), cfg.minibatch_size):
             minibatch = [rows[i] for i in order[start : start + cfg.minibatch_size]]
-            b = make_batch(minibatch, policy.pad_id, device)
-            mask = b["response_mask"]
-            logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
-            if not diff:
-                gap = (logprobs.detach() - b["old_logprobs"]).abs()[mask.bool()]
-                diff = {"logprob_diff_mean": gap.mean().item(), "logprob_diff_max": gap.max().item()}
-            pg_loss, step_stats = loss_fn(logprobs, b["old_logprobs"], b["advantages"], mask,
-                                          **overrides)
-            loss = pg_loss
-            if reference is not None and cfg.kl_coef > 0:
-                with torch.no_grad():
-                    ref = reference.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
-                kl = masked_mean(kl_fn(logprobs, ref), mask)
-                loss = loss + cfg.kl_coef * kl
-                step_stats["kl"] = kl.item()
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            step_stats = step.accumulate(minibatch)
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.module.parameters(), cfg.max_grad_norm)
             optimizer.step()
             counts["n_steps"] += 1
-            step_stats.update(loss=loss.item(), pg_loss=pg_loss.item(), grad_norm=grad_norm.item(),
-                              entropy=-masked_mean(logprobs.detach(), mask).item())
+            step_stats["grad_norm"] = grad_norm.item()
             for k in stats:
                 stats[k] += step_stats[k]
-    return {**{k: v / counts["n_steps"] for k, v in stats.items()}, **diff, **counts}
+    return {**{k: v / counts["n_steps"] for k, v in stats.items()}, **step.diff, **counts}
+
+
+class _Step:
+    """The gradient of one minibatch, accumulated over microbatches of at most cfg.micro_tokens
+    padded tokens, each loss weighted by its share of the loss's units (LOSS_UNITS) so the sum
+    is the whole minibatch's gradient."""
+
+    def __init__(self, policy: Policy, cfg: TrainConfig, overrides: dict,
+                 reference: Policy | None, device):
+        self.policy, self.cfg, self.overrides, self.device = policy, cfg, overrides, device
+        self.reference = reference if cfg.kl_coef > 0 else None
+        self.loss_fn, self.unit = LOSSES.get(cfg.loss), LOSS_UNITS.get(cfg.loss, "token")
+        self.kl_fn = KL_ESTIMATORS.get(cfg.kl_estimator)
+        self.diff: dict = {}
+
+    def accumulate(self, minibatch: list[dict]) -> dict:
+        micro = microbatches(minibatch, self.cfg.micro_tokens)
+        tokens = [sum(len(r["response_token_ids"]) for r in m) for m in micro]
+        units = tokens if self.unit == "token" else [sum(bool(r["response_token_ids"]) for r in m)
+                                                     for m in micro]
+        out: dict = {}
+        for m, n_units, n_tokens in zip(micro, units, tokens):
+            w, w_tok = n_units / max(sum(units), 1), n_tokens / max(sum(tokens), 1)
+            for k, v in self._backward(m, w, w_tok).items():  # pg_loss as the loss weighs it,
+                out[k] = out.get(k, 0.0) + v * (w if k == "pg_loss" else w_tok)  # others by tokens
+        out["loss"] = out["pg_loss"] + self.cfg.kl_coef * out.get("kl", 0.0)
+        return out
+
+    def _backward(self, rows: list[dict], w: float, w_tok: float) -> dict:
+        policy, cfg = self.policy, self.cfg
+        b = make_batch(rows, policy.pad_id, self.device)
+        mask = b["response_mask"]
+        logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
+        if not self.diff:
+            gap = (logprobs.detach() - b["old_logprobs"]).abs()[mask.bool()]
+            self.diff = {"logprob_diff_mean": gap.mean().item(), "logprob_diff_max": gap.max().item()}
+        pg_loss, stats = self.loss_fn(logprobs, b["old_logprobs"], b["advantages"], mask,
+                                      **self.overrides)
+        loss = w * pg_loss
+        stats.update(pg_loss=pg_loss.item(), entropy=-masked_mean(logprobs.detach(), mask).item())
+        if self.reference is not None:
+            with torch.no_grad():
+                ref = self.reference.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
+            kl = masked_mean(self.kl_fn(logprobs, ref), mask)
+            loss = loss + w_tok * cfg.kl_coef * kl
+            stats["kl"] = kl.item()
+        loss.backward()
+        return stats
+
+
+def microbatches(rows: list[dict], max_tokens: int) -> list[list[dict]]:
+    """Consecutive rows grouped so that rows x longest (prompt + response) stays within
+    `max_tokens` (a row longer than that goes alone); one group when max_tokens is 0."""
+    if max_tokens <= 0:
+        return [rows]
+    groups: list[list[dict]] = [[]]
+    longest = 0
+    for r in rows:
+        n = len(r["prompt_token_ids"]) + len(r["response_token_ids"])
+        if groups[-1] and (len(groups[-1]) + 1) * max(longest, n) > max_tokens:
+            groups.append([])
+            longest = 0
+        groups[-1].append(r)
+        longest = max(longest, n)
+    return groups
 
 
 @torch.enable_grad()

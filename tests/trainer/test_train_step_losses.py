@@ -87,3 +87,31 @@ def test_train_iteration_loads_the_reference_only_for_a_kl_term(tmp_path):
                             0, reference_checkpoint_uri=str(tmp_path / "ck0"))
     assert stats["kl"] > 0
     assert load_checkpoint(str(tmp_path / "ck1")).meta["train_config"]["loss"] == "dapo"
+
+
+@pytest.mark.parametrize("loss", ["grpo", "dapo", "dr_grpo", "gspo"])
+def test_microbatches_accumulate_the_whole_minibatchs_gradient(loss):
+    """A token budget that splits the minibatch row by row changes nothing but peak memory."""
+    from flywheel.trainer.train_step import microbatches
+
+    base = create_policy("tiny", OPTIONS, seed=0)
+    rows = _rollout(base)
+    assert [len(m) for m in microbatches(rows, 1)] == [1] * len(rows)
+    longest = max(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for r in rows)
+    assert len(microbatches(rows, 4 * longest)) <= len(rows) // 4 + 1
+    results = []
+    for micro_tokens in (0, 1):
+        policy = copy.deepcopy(base)
+        reference = copy.deepcopy(base)
+        reference.module.eval().requires_grad_(False)
+        cfg = TrainConfig(loss=loss, epochs=1, minibatch_size=len(rows), lr=1e-2,
+                          micro_tokens=micro_tokens, kl_coef=0.1)
+        opt = torch.optim.SGD(policy.module.parameters(), lr=1e-2)
+        policy.module.train()
+        stats = train_on_rows(policy, opt, rows, cfg, seed=0, reference=reference)
+        results.append((stats, policy.module.state_dict()))
+    (whole, w_weights), (split, s_weights) = results
+    assert split["grad_norm"] == pytest.approx(whole["grad_norm"], rel=1e-4)
+    assert split["pg_loss"] == pytest.approx(whole["pg_loss"], rel=1e-4, abs=1e-6)
+    for name, p in w_weights.items():
+        torch.testing.assert_close(s_weights[name], p, atol=1e-6, rtol=1e-5)
