@@ -42,3 +42,48 @@ def test_one_iteration_end_to_end(tiny_model_dir, tmp_path):
     assert {"train/loss", "train/entropy", "train/clip_frac", "train/grad_norm"} <= set(metrics)
     if metrics["train/n_sequences"]:
         assert metrics["train/logprob_diff_max"] < 1e-4
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_with_an_hf_policy(tiny_model_dir, tmp_path):
+    """Killed while iteration 1 writes its tables, the run resumes there; no row is lost or
+    duplicated, and the resumed run's HF checkpoints load and score iteration 2's rows as their
+    sampler did."""
+    import os
+    import signal
+    import sys
+    import time
+
+    from flywheel.pipelines.layout import RunLayout
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "flywheel.pipelines.cli", "run", "--run-dir", str(run),
+           "--policy", "hf", "--model", str(tiny_model_dir), "--iterations", "3",
+           "--domains", "add,interval", "--tasks-per-domain", "4", "--heldout-per-domain", "2",
+           "--n-samples", "4", "--warm-start-max-steps", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    layout = RunLayout(str(run))
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if layout.committed_iterations() == [0] and (run / "tables" / "trajectories" / "iteration=1").exists():
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert layout.committed_iterations() == [0]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert layout.committed_iterations() == [0, 1, 2]
+    rows = read_table(str(run / "tables" / "trajectories"), "trajectories").to_pylist()
+    keys = [(r["iteration"], r["task_id"], r["sample_index"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 3 * 2 * 4 * 4
+    last = [r for r in rows if r["iteration"] == 2]
+    sampler = load_checkpoint(str(run / "checkpoints" / "iteration=1")).policy
+    sampler.module.eval()
+    batch = make_batch(last, sampler.pad_id)
+    with torch.no_grad():
+        scored = sampler.token_logprobs(batch["input_ids"], batch["attn_mask"], batch["temperatures"])
+    mask = batch["response_mask"].bool()
+    assert (scored[mask] - batch["old_logprobs"][mask]).abs().max() < 1e-4
