@@ -61,7 +61,7 @@ def _draw_lines(ax, series: dict[str, list[tuple[int, float]]], ylabel: str, uni
         ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     if series:
-        ax.legend(fontsize=8, ncol=2)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
         ax.xaxis.get_major_locator().set_params(integer=True)
     else:
         ax.text(0.5, 0.5, "not recorded", ha="center", va="center", transform=ax.transAxes)
@@ -74,14 +74,14 @@ def _png(fig: Figure) -> bytes:
 
 
 def heldout_plot(run_dir: str) -> Plot:
-    fig = Figure(figsize=(8, 4.2))
+    fig = Figure(figsize=(8, 4.2), layout="constrained")
     _draw_lines(fig.subplots(), _metric(run_dir, "heldout_pass@1"), "held-out pass@1 (greedy)")
     return Plot("Held-out pass@1", "Greedy pass@1 on each domain's held-out tasks, evaluated with "
                 "the policy that sampled the iteration; black: all domains.", _png(fig))
 
 
 def train_plot(run_dir: str) -> Plot:
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(12, 4), layout="constrained")
     left, right = fig.subplots(1, 2)
     _draw_lines(left, _metric(run_dir, "train_mean_reward"), "mean reward (training attempts)",
                 unit_range=False)
@@ -91,11 +91,13 @@ def train_plot(run_dir: str) -> Plot:
 
 
 def signal_plot(run_dir: str) -> Plot:
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(12, 4), layout="constrained")
     left, right = fig.subplots(1, 2)
     _draw_lines(left, _metric(run_dir, "zero_variance_frac"), "zero-variance share")
-    filtered = _series(run_dir, "SELECT iteration, domain, avg(CASE WHEN filtered THEN 1.0 ELSE 0.0 "
-                                "END) FROM trajectories GROUP BY ALL ORDER BY 1, 2")
+    share = "avg(CASE WHEN filtered THEN 1.0 ELSE 0.0 END)"
+    filtered = _series(run_dir, f"SELECT iteration, domain, {share} FROM trajectories GROUP BY ALL "
+                                f"UNION ALL SELECT iteration, '{ALL}', {share} FROM trajectories "
+                                "GROUP BY ALL ORDER BY 1, 2")
     _draw_lines(right, filtered, "filtered share")
     return Plot("Learning signal", "Left: share of training attempts in groups whose rewards are "
                 "all equal (no advantage, nothing learned). Right: share of trajectories flagged "
