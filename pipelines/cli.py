@@ -133,6 +133,10 @@ def cmd_report(args, console: Console) -> int:
     from flywheel.pipelines.report import metric_table
     if args.html:
         from flywheel.pipelines.html_report import write_report
+        from flywheel.pipelines.layout import RunLayout
+        if not RunLayout(args.run_dir).exists(RunLayout(args.run_dir).run_json):
+            console.print(f"[red]error:[/] {args.run_dir} holds no run (no run.json)", highlight=False)
+            return 1
         plots = write_report(args.run_dir, args.html)
         console.print(f"wrote {args.html}: " + ", ".join(p.title for p in plots), highlight=False)
         return 0
