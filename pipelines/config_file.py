@@ -157,8 +157,8 @@ def _key_lines(text: str) -> dict[str, int]:
         if header := re.match(r"\s*\[\s*([A-Za-z0-9_.\s-]+?)\s*\]", line):
             table = header.group(1).replace(" ", "") + "."
             lines.setdefault(table.rstrip("."), number)
-        elif key := re.match(r"\s*([A-Za-z0-9_-]+)\s*=", line):
-            lines.setdefault(table + key.group(1), number)
+        elif key := re.match(r"\s*([A-Za-z0-9_.\s-]+?)\s*=", line):  # `a = 1`, `a.b = 1`
+            lines.setdefault(table + key.group(1).replace(" ", ""), number)
     return lines
 
 

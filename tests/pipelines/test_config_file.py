@@ -54,6 +54,7 @@ def test_a_file_sets_every_kind_of_setting(tmp_path):
     ("seed = 3\n\n[rollout]\nn_sampels = 4\n",
      "line 4: unknown key `rollout.n_sampels` (did you mean `rollout.n_samples`?)"),
     ("sed = 1\n", "line 1: unknown key `sed` (did you mean `seed`?)"),
+    ("seed = 1\nrollout.n_sampels = 4\n", "line 2: unknown key `rollout.n_sampels`"),
     ("[trainer]\nlr = 1\n", "line 1: unknown key `trainer` (did you mean `train`?)"),
     ("seed = 'x'\n", "line 1: `seed` must be an integer, got 'x'"),
     ("iterations = true\n", "`iterations` must be an integer, got True"),
