@@ -3,7 +3,7 @@ protocol. Needs the `hf` extra (transformers, accelerate, gguf, peft, tokenizers
 is imported only when a model is created or loaded.
 
     policy.py        the backend: HFPolicy, registered as "hf"
-    options.py       its KEY=VALUE options (model, system prompt, top-p, stop strings, ...)
+    options.py       its KEY=VALUE options (model, system prompt, top-p, stop strings, LoRA, ...)
     sampling.py      batched, row-seeded sampling with a KV cache, EOS ids and stop strings
     logprobs.py      token log-probabilities in chunks (never batch x length x vocabulary)
     model_files.py   local directories, GGUF files, URIs copied to a local cache, uploads

@@ -22,10 +22,15 @@ class HFOptions:
     context: int = 2048            # most tokens per sequence (capped by the model's positions)
     dtype: str = "float32"         # weights' dtype: float32, bfloat16 or float16
     logprob_chunk: int = 0         # positions per chunk of token_logprobs; 0: sized by a memory budget
+    lora_r: int = 0                # > 0: train a LoRA adapter of this rank (peft), the base frozen
+    lora_alpha: float = 0.0        # LoRA scale numerator; 0: 2 x lora_r
+    lora_targets: str = "q_proj|k_proj|v_proj|o_proj"  # module names, "|"-separated, or all-linear
 
     def __post_init__(self):
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.lora_r < 0:
+            raise ValueError(f"lora_r must be >= 0, got {self.lora_r}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
 
@@ -33,8 +38,17 @@ class HFOptions:
     def stop_strings(self) -> tuple[str, ...]:
         return tuple(s for s in self.stop.split("|") if s)
 
+    def lora_config(self):
+        """peft's LoraConfig for these options (dropout off: old and new logprobs must compare
+        one function)."""
+        from peft import LoraConfig
+        targets = self.lora_targets if self.lora_targets == "all-linear" else \
+            [t for t in self.lora_targets.split("|") if t]
+        return LoraConfig(r=self.lora_r, lora_alpha=self.lora_alpha or 2 * self.lora_r,
+                          target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM")
+
     def sampling(self) -> dict:
-        """Everything but the model's location: what a checkpoint keeps for the next sampler."""
+        """Everything but the model's location: what a checkpoint keeps for the next loader."""
         return {k: v for k, v in asdict(self).items() if k != "model"}
 
     @classmethod

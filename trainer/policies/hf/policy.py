@@ -6,8 +6,9 @@ Policy protocol.
     flywheel run --policy hf --policy-options model=smollm2
 
 A checkpoint holds the model and tokenizer in Hugging Face format (save_pretrained into the
-subfolder `hf/`, since config.json belongs to the checkpoint); its config.json keeps the
-sampling options. `transformers` is imported on first use, so listing backends stays cheap.
+subfolder `hf/`, since config.json belongs to the checkpoint; with LoRA, `lora_r=16`, the
+frozen base there and the peft adapter alone in `hf-adapter/`); its config.json keeps the
+options. `transformers` is imported on first use, so listing backends stays cheap.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from flywheel.trainer.policies.hf.named_models import NAMED_MODELS
 from flywheel.trainer.policies.hf.options import HFOptions
 from flywheel.trainer.policy import Sample
 
-SUBFOLDER = "hf"
+SUBFOLDER, ADAPTER = "hf", "hf-adapter"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -40,16 +41,20 @@ class HFPolicy:
     """A transformers causal LM and its tokenizer; options are HFOptions' fields."""
 
     def __init__(self, model, tokenizer, options: HFOptions):
+        """`model` is the causal LM, or with LoRA its peft wrapper (then `module`, whose
+        trainable parameters are the adapter's); `causal_lm` is the network either way."""
         self.module, self.tokenizer, self.options = model, tokenizer, options
+        self.causal_lm = model.get_base_model() if options.lora_r else model
         for m in model.modules():  # the ratio of new to old log-probs must compare one function
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
-        ids = [tokenizer.eos_token_id, *_as_list(getattr(model.generation_config, "eos_token_id", None))]
+        lm = self.causal_lm
+        ids = [tokenizer.eos_token_id, *_as_list(getattr(lm.generation_config, "eos_token_id", None))]
         self.eos_ids = tuple(sorted({int(i) for i in ids if i is not None}))
         if not self.eos_ids:
             raise ValueError("the tokenizer and generation config name no EOS token")
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0])
-        positions = getattr(model.config, "max_position_embeddings", None) or options.context
+        positions = getattr(lm.config, "max_position_embeddings", None) or options.context
         self.context = min(options.context, int(positions))
 
     @classmethod
@@ -60,27 +65,46 @@ class HFPolicy:
         opts = HFOptions.from_dict(options)
         source = NAMED_MODELS.get(opts.model)() if opts.model in NAMED_MODELS else opts.model
         directory, gguf = model_location(local_path(source))
-        return cls(*_from_pretrained(directory, gguf, opts.dtype, device), opts)
+        model, tokenizer = _from_pretrained(directory, gguf, opts.dtype, device)
+        if opts.lora_r:
+            from peft import get_peft_model
+            torch.manual_seed(seed)  # the adapter's A matrices are random (B starts at zero)
+            model = get_peft_model(model, opts.lora_config())
+        return cls(model, tokenizer, opts)
 
     def save(self, uri: str) -> dict:
-        if is_remote(uri):
-            with tempfile.TemporaryDirectory() as tmp:
-                self._save_pretrained(tmp)
-                upload_dir(tmp, join(uri, SUBFOLDER))
-        else:
-            self._save_pretrained(os.path.join(local_path(uri), SUBFOLDER))
+        """The model and tokenizer into hf/ (with LoRA: the frozen base there, the adapter alone
+        in hf-adapter/), each a folder transformers or peft loads as it is."""
+        folders = {SUBFOLDER: self._save_base} | ({ADAPTER: self.module.save_pretrained}
+                                                   if self.options.lora_r else {})
+        for folder, save in folders.items():
+            if is_remote(uri):
+                with tempfile.TemporaryDirectory() as tmp:
+                    save(tmp)
+                    upload_dir(tmp, join(uri, folder))
+            else:
+                save(os.path.join(local_path(uri), folder))
         return {"options": {"model": self.options.model, **self.options.sampling()},
-                "files": SUBFOLDER}
+                "files": SUBFOLDER, **({"adapter": ADAPTER} if self.options.lora_r else {})}
 
-    def _save_pretrained(self, directory: str) -> None:
-        self.module.save_pretrained(directory)
+    def _save_base(self, directory: str) -> None:
+        state = None
+        if self.options.lora_r:  # the base's own weights, under their own names
+            state = {k.replace(".base_layer.", "."): v for k, v in self.causal_lm.state_dict().items()
+                     if "lora_" not in k}
+        self.causal_lm.save_pretrained(directory, state_dict=state)
         self.tokenizer.save_pretrained(directory)
 
     @classmethod
     def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> HFPolicy:
         opts = HFOptions.from_dict(saved["options"])
         directory = local_path(join(uri, saved["files"]))
-        return cls(*_from_pretrained(directory, None, opts.dtype, device), opts)
+        model, tokenizer = _from_pretrained(directory, None, opts.dtype, device)
+        if saved.get("adapter"):
+            from peft import PeftModel
+            model = PeftModel.from_pretrained(model, local_path(join(uri, saved["adapter"])),
+                                              is_trainable=True).to(device)
+        return cls(model, tokenizer, opts)
 
     def encode_prompt(self, text: str) -> list[int]:
         """The chat template over [system prompt,] user text, ending in the assistant's turn;
@@ -109,14 +133,14 @@ class HFPolicy:
         if self.options.max_new_tokens:
             max_new_tokens = min(max_new_tokens, self.options.max_new_tokens)
         return sampling.sample(
-            self.module, prompts, temperatures, seeds, max_new_tokens, eos_ids=self.eos_ids,
+            self.causal_lm, prompts, temperatures, seeds, max_new_tokens, eos_ids=self.eos_ids,
             pad_id=self.pad_id, context=self.context, top_p=self.options.top_p,
             stop_strings=self.options.stop_strings,
             decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True))
 
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
                        temperatures: torch.Tensor) -> torch.Tensor:
-        return logprobs.token_logprobs(self.module, input_ids, attn_mask, temperatures,
+        return logprobs.token_logprobs(self.causal_lm, input_ids, attn_mask, temperatures,
                                        chunk=self.options.logprob_chunk)
 
 

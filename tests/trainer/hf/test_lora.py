@@ -1,0 +1,77 @@
+"""LoRA through peft (`lora_r` > 0): only the adapter trains; checkpoints keep the untouched base
+in hf/ and the adapter in hf-adapter/, and load back to the same logits."""
+import copy
+
+import pytest
+import torch
+
+from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.trainer.optimizer import build_optimizer
+from flywheel.trainer.policies import create_policy
+from flywheel.trainer.train_step import TrainConfig, train_on_rows
+from flywheel.trainer.trajectory_batches import make_batch
+
+TEXTS = ["What is 17 + 5?", "rev:abcd=", "from 3 to 9:"]
+
+
+def _rows(policy):
+    prompts = [policy.encode_prompt(t) for t in TEXTS for _ in range(2)]
+    samples = policy.sample(prompts, [1.0] * 6, seeds=list(range(6)), max_new_tokens=8)
+    return [dict(prompt_token_ids=p, response_token_ids=s.token_ids, response_logprobs=s.logprobs,
+                 advantage=1.0 if i % 2 else -1.0, sampling_temperature=1.0, filtered=False)
+            for i, (p, s) in enumerate(zip(prompts, samples))]
+
+
+def _scored(policy, rows):
+    b = make_batch(rows, policy.pad_id)
+    with torch.no_grad():
+        return policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"]), b
+
+
+def test_only_the_adapter_trains_and_a_checkpoint_round_trips(tiny_model_dir, tmp_path):
+    base = create_policy("hf", {"model": str(tiny_model_dir)}, seed=0)
+    policy = create_policy("hf", {"model": str(tiny_model_dir), "lora_r": 4}, seed=0)
+    base.module.eval()
+    policy.module.eval()
+    rows = _rows(policy)
+    lp, b = _scored(policy, rows)
+    mask = b["response_mask"].bool()
+    assert (lp[mask] - b["old_logprobs"][mask]).abs().max() < 1e-4  # sampler == trainer
+    torch.testing.assert_close(lp, _scored(base, rows)[0])  # a fresh adapter changes nothing
+
+    named = dict(policy.module.named_parameters())
+    trainable = {n for n, p in named.items() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    before = {n: p.detach().clone() for n, p in named.items()}
+    cfg = TrainConfig(epochs=1, minibatch_size=6, lr=1e-2)
+    opt = build_optimizer(policy, **cfg.adamw())
+    stats = train_on_rows(policy, opt, rows, cfg, seed=0)
+    assert stats["n_steps"] == 1 and stats["grad_norm"] > 0
+    moved = {n for n, p in policy.module.named_parameters() if not torch.equal(p, before[n])}
+    assert moved and moved <= trainable  # the base is frozen
+    assert any(n.endswith("lora_B.default.weight") for n in moved)
+
+    policy.module.eval()
+    uri = str(tmp_path / "ckpt")
+    save_checkpoint(uri, policy, opt, {"policy_version": 1})
+    assert (tmp_path / "ckpt" / "hf-adapter" / "adapter_config.json").exists()
+    from transformers import AutoModelForCausalLM
+    saved_base = AutoModelForCausalLM.from_pretrained(str(tmp_path / "ckpt" / "hf"))
+    for name, p in base.module.state_dict().items():
+        assert torch.equal(saved_base.state_dict()[name], p), name  # hf/ is the untouched base
+    ck = load_checkpoint(uri)
+    ck.policy.module.eval()
+    assert torch.equal(_scored(ck.policy, rows)[0], _scored(policy, rows)[0])
+    assert not torch.allclose(_scored(ck.policy, rows)[0], _scored(base, rows)[0])
+    build_optimizer(ck.policy, **cfg.adamw()).load_state_dict(ck.optimizer_state)
+
+
+def test_lora_options_are_checked(tiny_model_dir):
+    with pytest.raises(ValueError, match="lora_r"):
+        create_policy("hf", {"model": str(tiny_model_dir), "lora_r": -1}, seed=0)
+    a = create_policy("hf", {"model": str(tiny_model_dir), "lora_r": 2, "lora_targets": "all-linear"}, 0)
+    b = create_policy("hf", {"model": str(tiny_model_dir), "lora_r": 2, "lora_targets": "all-linear"}, 0)
+    for (n, p), q in zip(a.module.named_parameters(), b.module.parameters()):
+        assert torch.equal(p, q), n  # same options and seed, same adapter
+    assert any("mlp" in n and "lora_A" in n for n, _ in a.module.named_parameters())
+    assert copy.deepcopy(a).options.lora_r == 2
