@@ -1,9 +1,12 @@
-"""Rows of users' task files: JSONL (optionally gzipped) or Parquet, as bytes from any filesystem.
+"""Rows of users' task files: JSONL or JSON (optionally gzipped), or Parquet, as bytes from any
+filesystem.
 
 Shared by the pipeline's ReadTasks and by `flywheel tasks validate`, so both report a bad row the
-same way: `path: line N: problem` (`row N` for Parquet). A row that names no `domain` is read in
-the published format its fields show (task_formats.py: HumanEval, MBPP, GSM8K, MATH, Spider-like
-SQL) and runs as that format's domain, unless the user named a default domain (`--domain`).
+same way: `path: line N: problem` (`row N` for Parquet; `item N` for a .json document, an array
+of rows as Spider's dev.json or one row as each problem file of MATH). A row that names no
+`domain` is read in the published format its fields show (task_formats.py: HumanEval, MBPP,
+GSM8K, MATH, Spider-like SQL) and runs as that format's domain, unless the user named a default
+domain (`--domain`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,14 @@ FormatRow = tuple[int, "dict[str, Any] | None", "str | None", "str | None"]  # .
 def where(path: str, number: int) -> str:
     if not number:
         return path
-    return f"{path}: {'row' if path.endswith('.parquet') else 'line'} {number}"
+    unit = "row" if path.endswith(".parquet") else "item" if _is_json_document(path) else "line"
+    return f"{path}: {unit} {number}"
+
+
+def _is_json_document(path: str) -> bool:
+    """A .json file holds one JSON document: an array of rows (Spider's dev.json) or one row
+    (each problem file of MATH); numbered as items."""
+    return path.removesuffix(".gz").endswith(".json")
 
 
 def rows_of_file(path: str, data: bytes, default_domain: str | None = None) -> Iterator[Row]:
@@ -69,6 +79,9 @@ def raw_rows(path: str, data: bytes) -> Iterator[Row]:
         except (OSError, EOFError) as e:
             yield 0, None, f"not a readable gzip file: {e}"
             return
+    if _is_json_document(path):
+        yield from _json_document_rows(data)
+        return
     for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
         if not line.strip():
             continue
@@ -77,6 +90,20 @@ def raw_rows(path: str, data: bytes) -> Iterator[Row]:
         except ValueError as e:
             yield number, None, f"invalid JSON: {e}"
             continue
+        if isinstance(row, dict):
+            yield number, row, None
+        else:
+            yield number, None, f"expected a JSON object, got {type(row).__name__}"
+
+
+def _json_document_rows(data: bytes) -> Iterator[Row]:
+    try:
+        document = json.loads(data.decode("utf-8", "replace"))
+    except ValueError as e:
+        yield 0, None, f"invalid JSON: {e}"
+        return
+    items = document if isinstance(document, list) else [document]
+    for number, row in enumerate(items, start=1):
         if isinstance(row, dict):
             yield number, row, None
         else:

@@ -62,7 +62,7 @@ def load_tasks(patterns: list[str], default_domain: str | None = None, formats: 
     tasks, problems, seen = [], [], {}
     for pattern in patterns:
         for path, number, row, problem, fmt in read_task_rows(pattern, default_domain):
-            if formats is not None and number:
+            if formats is not None and number and (row is not None or fmt):  # rows read at all
                 formats.setdefault(path, {})[number] = fmt
             at = where(path, number)
             if problem:

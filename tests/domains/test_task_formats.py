@@ -178,3 +178,26 @@ def test_validate_through_a_pipe_names_the_format(tmp_path):
 def test_last_boxed_balances_braces():
     assert last_boxed("\\boxed{1} then \\boxed{\\frac{a}{b}}") == "\\frac{a}{b}"
     assert last_boxed("\\fbox{x^{2}}") == "x^{2}" and last_boxed("\\boxed{unclosed") is None
+
+
+def test_json_documents_as_published_spider_dev_json_and_math_problem_files(tmp_path, capsys):
+    folder = tmp_path / "spider" / "database" / "shop"
+    folder.mkdir(parents=True)
+    con = sqlite3.connect(folder / "shop.sqlite")
+    con.executescript(SHOP)
+    con.commit()
+    con.close()
+    dev = tmp_path / "spider" / "dev.json"  # Spider ships one JSON array per split
+    dev.write_text(json.dumps([SPIDER, {**SPIDER, "question": "How many customers?",
+                                        "query": "SELECT count(*) FROM customers"}], indent=2))
+    status, lines = validate(capsys, str(dev))
+    assert status == 0 and lines[0] == f"{dev}: Spider-like SQL format (domain sql), 2 rows"
+    problems = tmp_path / "MATH" / "test" / "prealgebra"  # MATH: one JSON object per problem
+    problems.mkdir(parents=True)
+    (problems / "1.json").write_text(json.dumps(MATH, indent=4))
+    (problems / "2.json").write_text("[1, 2]")
+    status, lines = validate(capsys, str(problems / "*.json"))
+    assert lines[0] == f"{problems / '1.json'}: MATH format (domain math), 1 rows"
+    assert f"{problems / '2.json'}: item 1: expected a JSON object, got int" in lines
+    assert lines[-1] == "1 valid tasks, 2 problems"
+    assert not any(line.startswith(f"{problems / '2.json'}: rows") for line in lines)
