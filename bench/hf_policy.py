@@ -6,7 +6,8 @@ Sampling: Flywheel's sampler (row-seeded inverse CDF, KV cache, one float32 logp
 vs transformers' `generate(do_sample=True, output_scores=True)` on the same prompts; new tokens/s
 and the ratio. Scoring: `token_logprobs` forward + backward in chunks (the trainer's path) vs
 one full (B, T, V) log-softmax, each in a fresh process so that its peak resident memory is its
-own; seconds and peak MB. Each figure follows a warm-up call. Use 1 thread on a shared 2-core
+own; seconds and peak MB. Training: one RL step (train_on_rows, AdamW) on the sampled rows
+with LoRA r=16 vs full fine-tuning; tokens/s. Each figure follows a warm-up call. Use 1 thread on a shared 2-core
 machine (as the trainer does): with 2, OpenMP threads wait on each other whenever anything else
 runs and both paths slow down 5-10x at random.
 """
@@ -92,6 +93,32 @@ def bench_scoring(args, mode: str) -> dict:
     return {"seconds": seconds, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def bench_training(args, lora_r: int) -> dict:
+    """One RL step (train_on_rows, AdamW) on `batch` sampled rows: full fine-tuning or LoRA."""
+    import torch
+
+    from flywheel.trainer.optimizer import build_optimizer
+    from flywheel.trainer.policies import create_policy
+    from flywheel.trainer.train_step import TrainConfig, train_on_rows
+    torch.set_num_threads(args.threads)
+    policy = create_policy("hf", {"model": args.model, "lora_r": lora_r}, seed=0)
+    policy.module.eval()
+    prompts = [policy.encode_prompt(PROMPTS[i % len(PROMPTS)]) for i in range(args.batch)]
+    out = policy.sample(prompts, [1.0] * len(prompts), list(range(len(prompts))), args.new_tokens)
+    rows = [dict(prompt_token_ids=p, response_token_ids=s.token_ids, response_logprobs=s.logprobs,
+                 advantage=1.0 if i % 2 else -1.0, sampling_temperature=1.0, filtered=False)
+            for i, (p, s) in enumerate(zip(prompts, out))]
+    cfg = TrainConfig(epochs=1, minibatch_size=len(rows), lr=1e-5)
+    opt = build_optimizer(policy, **cfg.adamw())
+    # Warm-up (and Adam's state allocation); its logprob gap is measured before any step.
+    first = train_on_rows(policy, opt, rows[:1], cfg, seed=0)
+    t = time.perf_counter()
+    train_on_rows(policy, opt, rows, cfg, seed=0)
+    seconds = time.perf_counter() - t
+    tokens = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for r in rows)
+    return {"seconds": seconds, "tok_s": tokens / seconds, "logprob_diff_max": first["logprob_diff_max"]}
+
+
 def _child(args, what: str) -> dict:
     argv = [sys.executable, __file__, "--child", what, "--model", args.model, "--batch",
             str(args.batch), "--new-tokens", str(args.new_tokens), "--seq", str(args.seq),
@@ -109,7 +136,12 @@ def main() -> None:
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        result = bench_sampling(args) if args.child == "sampling" else bench_scoring(args, args.child)
+        if args.child.startswith("train-"):
+            result = bench_training(args, lora_r=16 if args.child == "train-lora" else 0)
+        elif args.child == "sampling":
+            result = bench_sampling(args)
+        else:
+            result = bench_scoring(args, args.child)
         print(json.dumps(result))
         return
     from rich.console import Console
@@ -126,6 +158,12 @@ def main() -> None:
                   f"full logits {full['seconds']:.2f} s", f"{full['seconds'] / chunked['seconds']:.2f}x")
     table.add_row("  peak resident memory", f"chunked {chunked['peak_mb']:.0f} MB",
                   f"full logits {full['peak_mb']:.0f} MB", f"{full['peak_mb'] / chunked['peak_mb']:.2f}x")
+    full_ft, lora = _child(args, "train-full"), _child(args, "train-lora")
+    table.add_row(f"RL step, {args.batch} rows, LoRA r=16", f"{lora['tok_s']:.0f} tok/s "
+                  f"({lora['seconds']:.1f} s)", f"full fine-tuning {full_ft['tok_s']:.0f} tok/s "
+                  f"({full_ft['seconds']:.1f} s)", f"{lora['tok_s'] / full_ft['tok_s']:.2f}x")
+    table.add_row("  sampling vs training logprob, max |diff|",
+                  f"{lora['logprob_diff_max']:.1e}", f"{full_ft['logprob_diff_max']:.1e}", "")
     Console().print(table)
 
 
