@@ -29,6 +29,17 @@ def python_tests(task: dict, response: str, execution: Any = None) -> Verdict:
         raise ValueError(f"the harness reported cases {[c.get('name') for c in reported]}, "
                          f"the task has {names}")
     results = {c["name"]: c.get("passed") is True for c in reported}
+    # No better than a solution that does nothing (returns a constant, or its argument): no
+    # reward, whatever share of the cases that happens to pass (`return None` where some
+    # expected values are None). The harness ran the tests against each such baseline.
+    passed = {n for n, ok in results.items() if ok}
+    trivial = next((b for b, cases in (report.get("baselines") or {}).items()
+                    if passed and passed <= set(cases)), None)
+    if trivial is not None:
+        return score_cases({n: False for n in names}, hidden,
+                           flags + more_flags + list(report.get("signals") or []),
+                           f"passes no case that a solution returning {trivial} does not pass",
+                           extra={"trivial_baseline": 1.0})
     failures = [f"{c['name']}: {c.get('error')}" for c in reported if not results[c["name"]]]
     shown = [c["code"] for c in cases if not c["hidden"]]
     own_code = code[len(task["prompt"]):] if code.startswith(task["prompt"]) else code

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from fractions import Fraction
 from typing import Any
 
 from flywheel.domains.rg import RG_SEED, dataset
@@ -32,8 +33,21 @@ _LITERAL_NODES = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Set, as
                   ast.Load, ast.UnaryOp, ast.USub, ast.UAdd)
 # Scorers that accept junk in 0.1.25: game_of_life_halting compares bool(answer) with
 # bool(expected), and both "True" and "False" are truthy, so any non-empty answer scored 1.0.
+# coin_flip pays the length of the longest common prefix of the two numbers' digits, so "0" (a
+# prefix of every probability below 1, "0.21875" included) scored 1.0 on almost every task.
 STRICT = {"game_of_life_halting":
-          lambda answer, entry: float(answer.strip().lower() == str(entry["answer"]).strip().lower())}
+          lambda answer, entry: float(answer.strip().lower() == str(entry["answer"]).strip().lower()),
+          "coin_flip": lambda answer, entry: float(_same_number(answer, entry["answer"], 1e-4))}
+
+
+def _same_number(answer: str, oracle: str, tol: float) -> bool:
+    """Both parse as numbers (decimals or fractions, commas ignored) within `tol` of each other,
+    and within 1% of the oracle (so that "0" is not the answer to a probability of 3e-5)."""
+    try:
+        got, want = (float(Fraction(str(x).replace(",", "").strip())) for x in (answer, oracle))
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return False
+    return abs(got - want) <= min(tol, 0.01 * abs(want))
 
 
 def safe_for_eval(answer: str) -> bool:

@@ -260,6 +260,42 @@ def _on_timer(signum, frame):
     raise CaseTimeout("test case timed out")
 
 
+# Solutions that do nothing: a constant (fresh each call), or the first argument handed back.
+BASELINES = {c: (lambda c=c: lambda *a, **k: json.loads(c)) for c in
+             ("null", "true", "false", "0", "1", "-1", '""', "[]", "{}")}
+BASELINES["identity"] = lambda: lambda *a, **k: a[0] if a else None
+BASELINE_BUDGET_S = 0.5
+
+
+def trivial_baselines(plan, deadline):
+    """{baseline: names of the cases it passes}: the test code run, here in the trusted parent,
+    against each do-nothing solution. The verifier gives no reward to a response that passes no
+    case beyond what one of them passes. A baseline cut short by `deadline` reports what it did."""
+    found = {}
+    for label, make in BASELINES.items():
+        ns, passed = {"__name__": "__test__", "__builtins__": builtins}, []
+        for source in plan["setup"]:
+            try:
+                exec(compile(source, "<setup>", "exec"), ns)
+            except Exception:
+                pass
+        ns.update({name: make() for name in plan["bind"]})
+        for step in plan["steps"]:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            signal.setitimer(signal.ITIMER_REAL, min(plan["case_timeout_s"], remaining))
+            try:
+                exec(compile(step["code"], f"<{step.get('name', 'setup')}>", "exec"), ns)
+                passed += [step["name"]] if step["kind"] == "case" else []
+            except BaseException:  # CaseTimeout included: that case is not passed
+                pass
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        found[label] = passed
+    return found
+
+
 def run_plan(plan):
     start = time.monotonic()
     budget_end = start + plan["budget_s"]
@@ -302,9 +338,11 @@ def run_plan(plan):
             cases.append({"name": step["name"], "hidden": step["hidden"], "passed": passed,
                           "error": error})
     solution.stop()
+    baselines = trivial_baselines(plan, min(budget_end, time.monotonic() + BASELINE_BUDGET_S))
     solution.stderr.seek(0, os.SEEK_END)
     solution.stderr.seek(max(0, solution.stderr.tell() - 2000))
     return {"cases": cases, "signals": sorted(signals), "import_error": solution.broken,
+            "baselines": baselines,
             "stderr_tail": solution.stderr.read().decode("utf-8", "replace"),
             "wall_s": round(time.monotonic() - start, 4)}
 

@@ -44,7 +44,12 @@ def test_malformed_responses_score_zero(score, response):
 def test_mbpp_format_with_hidden_tests(score):
     good = "```python\ndef similar_elements(a, b):\n    return sorted(set(a) & set(b))\n```"
     assert score(MBPP, good).verdict == "pass"
-    assert score(MBPP, "def similar_elements(a, b):\n    return []\n").reward == 0.5
+    # right on the one hidden case whose answer is [], wrong elsewhere: no better than `return []`
+    nothing = score(MBPP, "def similar_elements(a, b):\n    return []\n")
+    assert nothing.reward == 0.0 and nothing.components["trivial_baseline"] == 1.0, nothing
+    partly = "def similar_elements(a, b):\n    return [] if a[0] > 10 else sorted(set(a) & set(b))[:2]\n"
+    assert score(MBPP, partly).reward == 1.0
+    assert score(MBPP, "def similar_elements(a, b):\n    return [] if a[0] > 10 else [4, 5]\n").reward == 0.5
     assert case_names(MBPP) == ["visible_0", "hidden_0", "hidden_1"]
 
 

@@ -82,6 +82,19 @@ def test_only_a_correct_answer_earns_reward():
     assert V(task, f"<answer>{oracle}</answer>").reward == 1.0
 
 
+def test_a_prefix_of_the_probability_is_not_the_probability():
+    """coin_flip's scorer pays the common prefix of the digits: "0" was right for any p < 1."""
+    domain = get_domain("rg_coin_flip")
+    for index in range(5):
+        task = domain.make_task("train", index, 0)
+        p = float(task["answer"])
+        assert 0 < p < 1
+        for wrong in ("0", "0.0", task["answer"][:3]):
+            assert V(task, f"<answer>{wrong}</answer>").reward == 0.0, (task["answer"], wrong)
+        assert V(task, f"<answer>{task['answer']}</answer>").reward == 1.0
+        assert V(task, f"<answer>{p:.6f}</answer>").reward == 1.0  # rounded, still right
+
+
 def test_the_code_scan_is_linear_on_long_answers():
     from flywheel.verifiers.reasoning_gym import _CODE_LIKE
     assert _CODE_LIKE.search("a" * 200_000) is None   # was quadratic: seconds for 10 KB

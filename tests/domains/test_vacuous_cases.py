@@ -90,4 +90,11 @@ def test_what_the_solution_raises_cannot_steer_the_tests(score, kind):
 def test_tests_that_catch_a_dead_solution_do_not_pass(score, response):
     v = score(CATCHING, response)
     assert v.reward == 0.0 and v.verdict == "fail", v
-    assert score(CATCHING, CATCHING["canonical_solution"]).reward == 1.0
+
+
+@pytest.mark.parametrize("response", [CATCHING["canonical_solution"], "    return 0\n", "    return None\n"])
+def test_tests_that_cannot_fail_reward_no_one(score, response):
+    """CATCHING's cases swallow their own assertion: any solution that answers passes them, so a
+    constant does as well as the canonical solution, and none of them earns anything."""
+    v = score(CATCHING, response)
+    assert v.reward == 0.0 and v.components.get("trivial_baseline") == 1.0, v
