@@ -62,10 +62,11 @@ def sample(model, prompts: Sequence[Sequence[int]], temperatures: Sequence[float
         logp = head_logprobs(model, body.last_hidden_state[:, -1], temps)  # (B, V) float32
         tok = _pick(logp, uniforms[:, step], greedy, top_p)
         tok_logp = logp.gather(1, tok[:, None]).squeeze(1)
-        stopped = torch.isin(tok, eos)
+        stopped = torch.isin(tok, eos).tolist()
+        tokens, token_logps = tok.tolist(), tok_logp.tolist()
         for r in live.nonzero().squeeze(1).tolist():
-            out[r].token_ids.append(int(tok[r]))
-            out[r].logprobs.append(float(tok_logp[r]))
+            out[r].token_ids.append(tokens[r])
+            out[r].logprobs.append(token_logps[r])
             if stopped[r]:
                 out[r].finish_reason = "stop"
             elif longest_stop and decode is not None:
@@ -73,7 +74,7 @@ def sample(model, prompts: Sequence[Sequence[int]], temperatures: Sequence[float
                 if any(s in tail for s in stop_strings):
                     out[r].finish_reason, stopped[r] = "stop", True
         lengths_t += live
-        live = live & ~stopped & (lengths_t < context)
+        live = live & ~torch.tensor(stopped, device=device) & (lengths_t < context)
         if step == max_new_tokens - 1 or not live.any():
             break
         # Finished rows keep stepping (cheaper than reshaping the cache) on masked-out tokens.
