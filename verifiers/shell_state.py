@@ -28,6 +28,15 @@ def check(entry: dict | None, want: str | None, exact: bool) -> bool:
     return entry["content"] == want if exact else _norm(entry["content"]) == _norm(want)
 
 
+def _already_done(task: dict, want: dict, start: dict) -> bool:
+    """The variant's starting files pass its checks: an empty script would pass it."""
+    files = {path: {"type": "file", "content": text} for path, text in start.items()
+             if isinstance(text, str)}
+    if task.get("only_listed") and any(path not in want for path in files):
+        return False
+    return all(check(files.get(path), text, bool(task.get("exact"))) for path, text in want.items())
+
+
 @register_verifier("shell_state", "1")
 def shell_state(task: dict, response: str, execution: Any = None) -> Verdict:
     expects = [task["expect"], *(v["expect"] for v in task.get("hidden_variants", []))]
@@ -47,6 +56,15 @@ def shell_state(task: dict, response: str, execution: Any = None) -> Verdict:
             ok["(no other files)"] = all(p in want or e["type"] == "dir" for p, e in files.items())
         checks.update({f"{name}:{path}": float(v) for path, v in ok.items()})
         results[name] = all(ok.values()) and not got.get("capped")
+    # A variant whose files already are as expected is passed by doing nothing: it counts only
+    # for a script that also passes a variant where there was something to do.
+    starts = [task["files"], *(v["files"] for v in task.get("hidden_variants", []))]
+    idle = {name for name, want, start in zip(names, expects, starts) if _already_done(task, want, start)}
+    passed = {name for name, ok in results.items() if ok}
+    if passed and passed <= idle:
+        return score_cases({n: False for n in names}, set(names[1:]), flags + more_flags,
+                           "passes only variants where there was nothing to do",
+                           extra={"trivial_baseline": 1.0})
     failed = [k for k, v in checks.items() if not v]
     return score_cases(results, set(names[1:]), flags + more_flags, "failed: " + ", ".join(failed[:5]) if failed else "",
                        extra=checks)

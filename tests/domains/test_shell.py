@@ -70,3 +70,15 @@ def test_generated_tasks_pass_with_their_demonstration(score):
     for i in range(15):
         task = D.make_task("train", i, 0)
         assert score(task, D.demonstration(task, rng)).verdict == "pass", task["prompt"]
+
+
+def test_variants_with_nothing_to_do_reward_no_idle_script(score):
+    """A hidden variant whose files already hold what is expected (no .tmp files to delete) is
+    passed by an empty script; that alone earns nothing, a script that does the work earns all."""
+    clean = {path: text for path, text in TMP["files"].items() if not path.endswith(".tmp")}
+    task = {**TMP, "hidden_variants": [{"files": clean, "expect": {p: t for p, t in TMP["expect"].items()
+                                                                    if not p.endswith(".tmp")}},
+                                       *TMP.get("hidden_variants", [])]}
+    idle = score(task, "true")
+    assert idle.reward == 0.0 and idle.components.get("trivial_baseline") == 1.0, idle
+    assert score(task, "find logs -name '*.tmp' -delete").reward == 1.0
