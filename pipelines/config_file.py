@@ -1,5 +1,7 @@
 """`flywheel run --config run.toml`: every run setting in a file people version and diff.
 
+A `.yaml`/`.yml` file holds the same keys, nested as YAML mappings.
+
     seed = 0
     iterations = 6
     run_dir = "runs/demo"            # optional; --run-dir overrides it
@@ -56,15 +58,16 @@ def read_config_file(path: str) -> ConfigFile:
     try:
         with FileSystems.open(path) as f:
             text = f.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+    except Exception as e:  # OSError, UnicodeDecodeError, each filesystem's own IOErrors
         raise ConfigFileError(f"{path}: cannot read the config file: {e}") from e
-    except Exception as e:  # Beam raises its own IOError subclasses per filesystem
-        raise ConfigFileError(f"{path}: cannot read the config file: {e}") from e
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigFileError(f"{path}: not valid TOML: {e}") from e
-    lines = _key_lines(text)
+    if path.endswith((".yaml", ".yml")):
+        data, lines = _read_yaml(path, text)
+    else:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigFileError(f"{path}: not valid TOML: {e}") from e
+        lines = _key_lines(text)
 
     def fail(dotted: str, problem: str):
         line = lines.get(dotted)
@@ -160,6 +163,36 @@ def _key_lines(text: str) -> dict[str, int]:
         elif key := re.match(r"\s*([A-Za-z0-9_.\s-]+?)\s*=", line):  # `a = 1`, `a.b = 1`
             lines.setdefault(table + key.group(1).replace(" ", ""), number)
     return lines
+
+
+def _read_yaml(path: str, text: str) -> tuple[dict, dict[str, int]]:
+    """(the settings, dotted key -> line) of a YAML config, whose keys are the TOML file's."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """YAML 1.1 reads `5e-4` as a string; here it is the number a config means."""
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
+        r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[0-9][0-9_]*[eE][-+]?[0-9]+"
+        r"|\.[0-9_]+(?:[eE][-+]?[0-9]+)?|\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+        list("-+0123456789."))
+    try:
+        data, root = yaml.load(text, Loader=Loader), yaml.compose(text, Loader=Loader)
+    except yaml.YAMLError as e:
+        raise ConfigFileError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from e
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise ConfigFileError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    lines: dict[str, int] = {}
+
+    def walk(node, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                lines.setdefault(prefix + str(key.value), key.start_mark.line + 1)
+                walk(value, f"{prefix}{key.value}.")
+    walk(root, "")
+    return data, lines
 
 
 def config_toml(values: dict, run_dir: str | None = None, beam: dict | None = None) -> str:

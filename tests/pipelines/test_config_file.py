@@ -151,3 +151,19 @@ def test_the_readme_example_config_is_valid(tmp_path):
     file = read_config_file(write(tmp_path, example))
     assert file.run_dir == "runs/demo" and RunConfig.from_dict(file.values).iterations == 6
     assert file.beam_args == ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+
+def test_a_yaml_file_holds_the_same_keys(tmp_path):
+    path = write(tmp_path, "seed: 3\nrollout:\n  domains: [add, pyexpr]\n  n_samples: 4\n"
+                           "train:\n  lr: 5e-4\n  betas: [0.9, 0.95]\nbeam:\n  direct_num_workers: 2\n",
+                 "run.yaml")
+    file = read_config_file(path)
+    config = RunConfig.from_dict(file.values)
+    assert config.seed == 3 and config.rollout.domains == ("add", "pyexpr")
+    assert config.train.lr == 5e-4 and config.train.betas == (0.9, 0.95)
+    assert file.beam_args == ["--direct_num_workers=2"]
+    bad = write(tmp_path, "seed: 3\nrollout:\n  n_sampels: 4\n", "bad.yaml")
+    with pytest.raises(ConfigFileError, match=r"bad.yaml: line 3: unknown key `rollout.n_sampels`"):
+        read_config_file(bad)
+    with pytest.raises(ConfigFileError, match="not valid YAML"):
+        read_config_file(write(tmp_path, "seed: [3\n", "broken.yml"))
