@@ -7,6 +7,7 @@ incomplete one is deleted and rewritten, so no row is lost or duplicated.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import subprocess
@@ -21,6 +22,7 @@ from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.schemas import SCHEMA_VERSION, TABLES
 from flywheel.trainer.checkpoint import save_checkpoint
+from flywheel.trainer.policies import POLICIES
 from flywheel.trainer.train import train_iteration
 from flywheel.transforms.write_tables import write_parquet
 
@@ -97,6 +99,15 @@ def ensure_initial_policy(layout: RunLayout, config: RunConfig, event: Event) ->
     return uri
 
 
+def pretrained_skips_warm_start(config: RunConfig, explicit: set[str]) -> RunConfig:
+    """A pretrained policy (its backend class says `pretrained = True`) starts RL as it is: the
+    supervised warm start, made for the tiny policy, runs only when warm_start.max_steps is given."""
+    backend = POLICIES.get(config.policy.backend)
+    if "warm_start.max_steps" in explicit or not getattr(backend, "pretrained", False):
+        return config
+    return dataclasses.replace(config, warm_start=dataclasses.replace(config.warm_start, max_steps=0))
+
+
 def _trainer_metrics(info: dict, iteration: int, stats: dict) -> list[dict]:
     now = dt.datetime.now(dt.timezone.utc)
     return [{"run_id": info["run_id"], "iteration": iteration, "domain": "*", "name": f"train/{k}",
@@ -110,7 +121,7 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
     event = event or (lambda name, data: None)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     layout = RunLayout(run_dir)
-    config, info = open_run(layout, config, set(explicit))
+    config, info = open_run(layout, pretrained_skips_warm_start(config, set(explicit)), set(explicit))
     committed = layout.committed_iterations()
     first = committed[-1] + 1 if committed else 0
     event("run_begin", {"run_dir": run_dir, "run_id": info["run_id"], "first": first,

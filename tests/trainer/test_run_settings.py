@@ -24,3 +24,17 @@ def test_model_is_the_backends_model_option():
     with pytest.raises(ValueError, match="disagree"):
         PipelineOptions(["--policy", "hf", "--model", "a", "--policy-options", "model=b"]).view_as(
             FlywheelOptions).run_config()
+
+
+def test_a_pretrained_policy_skips_the_warm_start_unless_asked():
+    from flywheel.pipelines.driver import pretrained_skips_warm_start
+
+    def settings(argv):
+        return PipelineOptions(argv).view_as(FlywheelOptions).run_config()
+
+    hf, explicit = settings(["--policy", "hf", "--model", "tiny-llama"])
+    assert pretrained_skips_warm_start(hf, explicit).warm_start.max_steps == 0
+    asked, explicit = settings(["--policy", "hf", "--warm-start-max-steps", "40"])
+    assert pretrained_skips_warm_start(asked, explicit).warm_start.max_steps == 40
+    tiny, explicit = settings([])
+    assert pretrained_skips_warm_start(tiny, explicit).warm_start.max_steps == 3000

@@ -40,6 +40,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 class HFPolicy:
     """A transformers causal LM and its tokenizer; options are HFOptions' fields."""
 
+    pretrained = True  # the run skips the supervised warm start unless it is asked for
+
     def __init__(self, model, tokenizer, options: HFOptions):
         """`model` is the causal LM, or with LoRA its peft wrapper (then `module`, whose
         trainable parameters are the adapter's); `causal_lm` is the network either way."""
