@@ -17,6 +17,7 @@ import os
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from flywheel.pipelines import domains_cli, sandbox_cli, tasks_cli, verify_cli
@@ -80,7 +81,7 @@ def cmd_run(argv: list[str], console: Console) -> int:
         options, config, explicit, run_dir = run_settings(argv)
     except (KeyError, ValueError) as e:
         for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
-            console.print(f"[red]error:[/] {line}", highlight=False, markup=True)
+            console.print(f"[red]error:[/] {escape(line)}", highlight=False)
         return 2
     from flywheel.pipelines.options import FlywheelOptions
     if options.view_as(FlywheelOptions).print_config:
@@ -89,7 +90,7 @@ def cmd_run(argv: list[str], console: Console) -> int:
     run_dir = run_dir or f"runs/{dt.datetime.now():%Y%m%d-%H%M%S}"
     with RunLog(run_dir) as log:
         show = log.tee(console)
-        show(f"[bold]flywheel run[/] -> run dir [cyan]{run_dir}[/]")
+        show(f"[bold]flywheel run[/] -> run dir [cyan]{escape(run_dir)}[/]")
         try:
             with RunProgress(console, run_dir, log) as progress:
                 stages = StageRecorder(run_dir)
@@ -97,11 +98,11 @@ def cmd_run(argv: list[str], console: Console) -> int:
                                event=lambda name, data: (stages.event(name, data),
                                                          progress.event(name, data)))
         except RunConfigMismatch as e:
-            show(f"[red]error:[/] {e}", highlight=False)
+            show(f"[red]error:[/] {escape(str(e))}", highlight=False)
             return 2
         show(metric_table(run_dir))
         show("Look further with SQL, e.g.:\n  flywheel sql \"SELECT domain, avg(reward_raw), "
-             f"count(*) FROM trajectories GROUP BY 1\" --run-dir {run_dir}")
+             f"count(*) FROM trajectories GROUP BY 1\" --run-dir {escape(run_dir)}")
     return 0
 
 
@@ -112,7 +113,7 @@ def cmd_sql(args, console: Console) -> int:
     try:
         columns, rows = query(args.run_dir, args.query)
     except (duckdb.Error, SchemaVersionError) as e:
-        console.print(f"[red]error:[/] {e}")
+        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         return 1
     if args.format == "csv":
         writer = csv.writer(sys.stdout)
@@ -135,7 +136,8 @@ def cmd_report(args, console: Console) -> int:
         from flywheel.pipelines.html_report import write_report
         from flywheel.pipelines.layout import RunLayout
         if not RunLayout(args.run_dir).exists(RunLayout(args.run_dir).run_json):
-            console.print(f"[red]error:[/] {args.run_dir} holds no run (no run.json)", highlight=False)
+            console.print(f"[red]error:[/] {escape(args.run_dir)} holds no run (no run.json)",
+                          highlight=False)
             return 1
         plots = write_report(args.run_dir, args.html)
         console.print(f"wrote {args.html}: " + ", ".join(p.title for p in plots), highlight=False)
@@ -149,7 +151,7 @@ def cmd_status(args, console: Console) -> int:
     try:
         status = run_status(args.run_dir)
     except FileNotFoundError as e:
-        console.print(f"[red]error:[/] {e}", highlight=False)
+        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         return 1
     if args.format == "json":
         print(json.dumps(status))

@@ -94,9 +94,15 @@ def test_flags_override_the_file_and_print_config_exits(tmp_path):
     assert set(printed.beam_args) == {"--direct_num_workers=2", "--runner=DirectRunner"}
     assert not (tmp_path / "never").exists()
     bad_file = write(tmp_path, "sed = 1\n", "bad.toml")
-    bad = subprocess.run(f"flywheel run --config {bad_file} 2>&1 | cat", shell=True, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(f"flywheel run --config {bad_file} 2>&1 | cat", shell=True,
+                         capture_output=True, text=True, timeout=120)
     assert bad.stdout.splitlines() == [f"error: {tmp_path}/bad.toml: line 1: unknown key `sed` "
                                        "(did you mean `seed`?)"]
+    write(tmp_path, "[rollout]\nzzzzzz = 2\n", "bad.toml")
+    bad = subprocess.run(f"flywheel run --config {bad_file} 2>&1 | cat", shell=True,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.stdout.startswith(f"error: {bad_file}: line 2: unknown key `rollout.zzzzzz`; "
+                                 "[rollout] takes domains, ")  # brackets shown, not read as markup
 
 
 TIMING_AND_IDENTITY = {"run_id", "started_at", "finished_at", "created_at", "sandbox_wall_ms",
