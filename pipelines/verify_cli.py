@@ -18,6 +18,9 @@ from collections import Counter
 from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 
+from rich.markup import escape
+
+from flywheel.domains.task_files import where
 from flywheel.pipelines.tasks_cli import load_tasks, read_rows
 from flywheel.sandbox import BACKENDS
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds
@@ -101,15 +104,16 @@ def run(args, console) -> int:
     try:
         options = sandbox_options(args)
     except ValueError as e:
-        console.print(f"[red]error: {e}[/]", highlight=False)
+        console.print(f"[red]error: {escape(str(e))}[/]", highlight=False)
         return 2
     tasks, problems = load_tasks(args.tasks, args.domain)
     for problem in problems:
-        console.print(f"[yellow]skipped task[/] {problem}", highlight=False)
+        console.print(f"[yellow]skipped task[/] {escape(problem)}", highlight=False)
     responses = []
     for path, number, row, problem in read_rows(args.responses):
         if problem:
-            console.print(f"[red]{path}: line {number}: {problem}[/]", highlight=False)
+            console.print(f"[red]{escape(where(path, number))}: {escape(problem)}[/]",
+                          highlight=False)
             return 2
         responses.append(row)
     verdicts, total = Counter(), 0.0
