@@ -1,7 +1,10 @@
-"""The `flywheel` command line: run, sql, report, domains, tasks, verify, sandbox.
+"""The `flywheel` command line: run, sql, report, status, domains, tasks, verify, sandbox.
 
     flywheel run --run-dir runs/demo --iterations 6 --seed 0      # the embedded default
+    flywheel run --config run.toml                                # settings from a file
+    flywheel status --run-dir runs/demo                           # also while it runs
     flywheel sql "SELECT domain, avg(reward_raw) FROM trajectories GROUP BY 1" --run-dir runs/demo
+    flywheel report --run-dir runs/demo --html report.html
 
 `flywheel run` takes its settings as `FlywheelOptions` (pipelines/options.py) beside any standard
 Beam pipeline option (--runner, --direct_running_mode, --direct_num_workers, ...).
@@ -100,6 +103,9 @@ def cmd_run(argv: list[str], console: Console) -> int:
         except RunConfigMismatch as e:
             show(f"[red]error:[/] {escape(str(e))}", highlight=False)
             return 2
+        except KeyboardInterrupt:  # Ctrl-C: no traceback; committed iterations are kept
+            show(f"interrupted: resume with flywheel run --run-dir {escape(run_dir)}")
+            return 130
         show(metric_table(run_dir))
         show("Look further with SQL, e.g.:\n  flywheel sql \"SELECT domain, avg(reward_raw), "
              f"count(*) FROM trajectories GROUP BY 1\" --run-dir {escape(run_dir)}")

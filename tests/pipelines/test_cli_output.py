@@ -4,8 +4,12 @@ real shell pipes."""
 
 import json
 import logging
+import signal
 import subprocess
+import time
 import warnings
+
+import pytest
 
 from flywheel.pipelines.run_log import RunLog
 
@@ -61,3 +65,21 @@ def test_library_warnings_go_to_the_run_log_not_the_screen(tmp_path, capfd):
     assert any(line.endswith(" shown on the screen") for line in lines)  # markup gone
     assert lines[-1].split(None, 2)[2].startswith("command ended after")
     assert all(line[:4].isdigit() and line[19] == "Z" for line in lines)  # each line stamped
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_a_run_with_a_resume_hint_not_a_traceback(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(["flywheel", "run", "--run-dir", str(run_dir), "--iterations", "3",
+                             "--tasks-per-domain", "4", "--heldout-per-domain", "4",
+                             "--n-samples", "4", "--warm-start-max-steps", "20"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    while not (run_dir / "status.json").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "Traceback" not in out, out
+    assert out.splitlines()[-1] == f"interrupted: resume with flywheel run --run-dir {run_dir}"
+    log = (run_dir / "run.log").read_text()
+    assert f"interrupted: resume with flywheel run --run-dir {run_dir}" in log
