@@ -4,7 +4,8 @@
 
 Two tasks: `print(1)`, and a small test-running task (a solution and three unittest cases, run
 with `python -m unittest`). Backends: bare subprocess (no isolation at all: the baseline), `local`
-cold (one bwrap per attempt), `local` warm pool, and with --docker the `docker` backend (a private
+cold (one bwrap per attempt), `local` warm pool, the same pool behind a sandbox service on
+loopback (`remote`; --no-remote skips it), and with --docker the `docker` backend (a private
 dockerd is started, and stopped, unless --docker-host names one). Each row gives attempts/s with
 one worker, the ratio to bare subprocess, attempts/s with 2 concurrent workers, and the CPU time
 the whole machine spent per `print(1)` attempt (all processes and kernel threads, from
@@ -95,6 +96,8 @@ def main() -> None:
                         "backends alike)")
     p.add_argument("--docker", action="store_true", help="also bench the docker backend")
     p.add_argument("--docker-host", default=None)
+    p.add_argument("--no-remote", action="store_true",
+                   help="skip `remote`: the warm pool behind `flywheel sandbox serve` on loopback")
     p.add_argument("--one-core", default=None, help=argparse.SUPPRESS)  # internal: see pinned_rate
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -114,7 +117,12 @@ def main() -> None:
             backend.close()
         return
     makers = [(name, make, 1) for name, make in LOCAL.items()]
-    daemon = None
+    daemon, service = None, None
+    if not args.no_remote:
+        service = subprocess.Popen([sys.executable, "-m", "flywheel.pipelines.cli", "sandbox", "serve",
+                                    "--port", "0", "--capacity", "4"], stdout=subprocess.PIPE, text=True)
+        remote_url = service.stdout.readline().split(" at ")[1].split()[0]
+        makers.append(("remote (loopback) warm pool", lambda: get_backend("remote", urls=remote_url), 1))
     if args.docker:
         url = args.docker_host
         if url is None:
@@ -148,6 +156,9 @@ def main() -> None:
             backend.close()
         if daemon is not None:
             daemon.stop()
+        if service is not None:
+            service.terminate()
+            service.wait()
     med = {key: (statistics.median(r for r, _ in values), statistics.median(c for _, c in values))
            for key, values in figures.items()}
     table = Table("backend", *[f"{t} /s" for t in TASKS], *[f"{t} x bare" for t in TASKS],

@@ -3,18 +3,23 @@
     flywheel sandbox exec [--backend NAME] [--sandbox-options KEY=VALUE,...] [--timeout S]
                           [--memory-mb MB] FILE.py [ARG ...]
     flywheel sandbox build-image [--docker-host unix:///path/docker.sock]
+    flywheel sandbox serve [--host H] [--port P] [--backend NAME] [--sandbox-options ...]
+                           [--token-file F] [--capacity N]
 
 `exec` opens the backend with what it declares for a single run (`local`: no warm pool), then
 the options given (`--docker-runtime` and `--docker-host` are `runtime=` and `base_url=`); its
 limits default to the sandbox's own `Limits()`. It prints the ExecResult as one JSON object and
 exits 0 whatever the code did; a failure of the sandbox itself (an `environment` error) prints
 {"error": ..., "kind": "environment"} and exits 1; an option that is not KEY=VALUE exits 2.
+`serve` puts a backend (warm pool by default) behind HTTP for the `remote` backend
+(sandbox/service.py); SIGTERM or SIGINT drains it: runs in flight finish, new ones are refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -43,6 +48,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     build = sub.add_parser("build-image", help="build the docker backend's image (no registry)")
     _docker_flags(build)
     build.add_argument("--python", default="/usr/bin/python3", help="interpreter to package")
+    serve = sub.add_parser("serve", help="serve a sandbox backend over HTTP (for --sandbox remote)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8700, help="0 picks a free port (default: %(default)s)")
+    serve.add_argument("--backend", default="local",
+                       help=BACKENDS.help("sandbox backend") + "; default: %(default)s")
+    serve.add_argument("--sandbox-options", default="", help="comma-separated KEY=VALUE backend options")
+    serve.add_argument("--token-file", type=Path, default=None,
+                       help="file holding the bearer token clients must send (default: "
+                            "$FLYWHEEL_SANDBOX_TOKEN; neither: no token, for loopback only)")
+    serve.add_argument("--capacity", type=int, default=os.cpu_count() or 2,
+                       help="runs at once; more are refused with 503 busy (default: CPU count)")
     return p
 
 
@@ -50,12 +66,12 @@ def _docker_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docker-host", default=None, help="daemon URL (default $DOCKER_HOST)")
 
 
-def backend_options(args) -> dict:
-    """The backend's options for one run: its one-shot defaults, the docker flags, then
+def backend_options(args, one_shot: bool = True) -> dict:
+    """The backend's options: its one-shot defaults (for one run), the docker flags, then
     --sandbox-options; ValueError for an option that is not KEY=VALUE."""
     from flywheel.sandbox import backend_class
-    options = backend_class(args.backend).one_shot_options()
-    aliases = {"runtime": args.docker_runtime, "base_url": args.docker_host}
+    options = backend_class(args.backend).one_shot_options() if one_shot else {}
+    aliases = {"runtime": getattr(args, "docker_runtime", None), "base_url": getattr(args, "docker_host", None)}
     options.update({key: value for key, value in aliases.items() if value is not None})
     pairs = tuple(pair for pair in args.sandbox_options.split(",") if pair)
     if pairs:  # the run config's parser (it imports the trainer: only when needed)
@@ -102,8 +118,38 @@ def cmd_build_image(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    import signal
+    import threading
+
+    from flywheel.sandbox import SandboxError, get_backend
+    from flywheel.sandbox.service import SandboxService
+    try:
+        options = backend_options(args, one_shot=False)
+        token = (args.token_file.read_text().strip() if args.token_file
+                 else os.environ.get("FLYWHEEL_SANDBOX_TOKEN") or None)
+        backend = get_backend(args.backend, **options)
+    except (ValueError, OSError, SandboxError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ValueError) else 1
+    with backend:
+        service = SandboxService(backend, args.host, args.port, token=token, capacity=args.capacity)
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        threading.Thread(target=service.serve_forever, daemon=True).start()
+        print(f"serving {args.backend} at {service.url} (capacity {args.capacity}"
+              f"{', token required' if token else ', no token'})", flush=True)
+        stop.wait()
+        print("draining: finishing the runs in flight", flush=True)
+        service.drain()
+        service.shutdown()
+        service.server_close()
+    return 0
+
+
 def main(args) -> int:
-    return {"exec": cmd_exec, "build-image": cmd_build_image}[args.sandbox_command](args)
+    return {"exec": cmd_exec, "build-image": cmd_build_image, "serve": cmd_serve}[args.sandbox_command](args)
 
 
 if __name__ == "__main__":  # also runnable without the main CLI: python -m flywheel.pipelines.sandbox_cli

@@ -3,6 +3,7 @@ can run, plain (`backend`), isolating (`isolating`) and with its pid and network
 (`verified`), plus a host process hostile code must not kill (`sentinel`)."""
 
 import subprocess
+import sys
 
 import pytest
 
@@ -23,7 +24,35 @@ def docker_daemon(tmp_path_factory):
     assert daemon.proc.poll() is not None
 
 
-BACKENDS = ["local", "local-cold", "unsafe-subprocess", "docker", "docker-runsc"]
+@pytest.fixture(scope="session")
+def sandbox_service(tmp_path_factory):
+    """start(capacity=2, token="...", options="") -> (process, url): a real `flywheel sandbox
+    serve` of the local backend on 127.0.0.1, stopped (SIGKILL) at the end of the session."""
+    started = []
+
+    def start(capacity: int = 2, token: str | None = "test-token", options: str = ""):
+        command = [sys.executable, "-m", "flywheel.pipelines.cli", "sandbox", "serve", "--port", "0",
+                   "--capacity", str(capacity), "--sandbox-options", options]
+        if token is not None:
+            token_file = tmp_path_factory.mktemp("token") / "token"
+            token_file.write_text(token)
+            command += ["--token-file", str(token_file)]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+        line = proc.stdout.readline()
+        if not line.startswith("serving "):
+            proc.kill()
+            pytest.fail(f"the sandbox service did not start: {line}{proc.stderr.read()[-2000:]}")
+        return proc, line.split(" at ")[1].split()[0]
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
+# local-remote: the local warm backend behind a sandbox service on loopback, through `remote`
+BACKENDS = ["local", "local-cold", "local-remote", "unsafe-subprocess", "docker", "docker-runsc"]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -34,6 +63,9 @@ def backend(request):
             daemon = request.getfixturevalue("docker_daemon")
             runtime = "runsc" if name == "docker-runsc" else None
             instance = daemon.backend(runtime=runtime)
+        elif name == "local-remote":
+            _, url = request.getfixturevalue("sandbox_service")(capacity=4)
+            instance = get_backend("remote", urls=url, token="test-token")
         else:
             instance = get_backend(name.replace("-cold", ""), **({"warm": False} if "cold" in name else {}))
     except SandboxError as e:

@@ -1,0 +1,106 @@
+"""The `remote` sandbox backend: attempts run on sandbox services (sandbox/service.py) elsewhere.
+
+    --sandbox remote --sandbox-options "urls=http://h1:8700 http://h2:8700,token=SECRET"
+
+Attempts are spread over the servers (each thread starts at the next one, round robin). A server
+that is busy or draining (503), unreachable, gone mid-run, or failing on its own side (500) is
+an environment failure: the attempt goes to another server after a backoff, up to `retries`
+times, and only then is a SandboxError. A run is never half-counted: a server killed mid-run
+sends no result, so the attempt runs again elsewhere. What the code did (any 200 result) comes
+back unchanged, so the model-vs-environment classification is the remote backend's own.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import os
+import threading
+import time
+from urllib.parse import urlsplit
+
+from flywheel.sandbox.contract import ExecRequest, ExecResult, SandboxBackend, SandboxError, register_backend
+from flywheel.sandbox.wire import dump_request, load_result
+
+
+@register_backend("remote")
+class RemoteBackend(SandboxBackend):
+    """Thread-safe; one keep-alive connection per thread and server."""
+
+    def __init__(self, urls: str = "", token: str | None = None, retries: int = 6,
+                 backoff_s: float = 0.1, timeout_s: float = 60.0):
+        self.urls = [u.rstrip("/") for u in str(urls).replace(",", " ").replace(";", " ").split() if u]
+        if not self.urls:
+            raise SandboxError("the remote backend needs urls=URL[ URL...] (sandbox services)")
+        for url in self.urls:
+            if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+                raise SandboxError(f"not an http(s) URL of a sandbox service: {url!r}")
+        self.token = token if token is not None else os.environ.get("FLYWHEEL_SANDBOX_TOKEN")
+        self.retries, self.backoff_s, self.timeout_s = retries, backoff_s, timeout_s
+        self._next, self._local = itertools.count(), threading.local()
+        self._check_one()
+
+    def _check_one(self) -> None:
+        """Fail at open, not at the first attempt, when no server answers its health check."""
+        problems = []
+        for url in self.urls:
+            try:
+                status, body = self._call(url, "GET", "/health", None, timeout_s=5)
+                if status == 200:
+                    return
+                problems.append(f"{url}: {status} {body[:200]!r}")
+            except OSError as e:
+                problems.append(f"{url}: {e}")
+        raise SandboxError("no sandbox service answered: " + "; ".join(problems))
+
+    def _connection(self, url: str, timeout_s: float) -> http.client.HTTPConnection:
+        pool = self._local.__dict__.setdefault("connections", {})
+        if url not in pool:
+            parts = urlsplit(url)
+            kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            pool[url] = kind(parts.hostname, parts.port, timeout=timeout_s)
+        pool[url].timeout = timeout_s
+        return pool[url]
+
+    def _call(self, url: str, method: str, path: str, body: bytes | None, timeout_s: float):
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        connection = self._connection(url, timeout_s)
+        try:
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException) as e:
+            connection.close()  # reconnects on the next request
+            raise OSError(f"{type(e).__name__}: {e}") from None
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        body, failures = dump_request(request), []
+        start = next(self._next)
+        timeout_s = request.limits.timeout_s + self.timeout_s
+        for attempt in range(self.retries + 1):
+            url = self.urls[(start + attempt) % len(self.urls)]
+            try:
+                status, data = self._call(url, "POST", "/run", body, timeout_s)
+            except OSError as e:
+                failures.append(f"{url}: {e}")
+            else:
+                if status == 200:
+                    return load_result(data)
+                reason = _error_of(data)
+                if status in (400, 401, 404, 413):  # ours or the config's: no other server differs
+                    raise SandboxError(f"sandbox service {url} refused the run ({status}): {reason}")
+                failures.append(f"{url}: {status} {reason}")
+            if attempt < self.retries:
+                time.sleep(self.backoff_s * 2 ** min(attempt, 5))
+        raise SandboxError(f"no sandbox service ran the attempt after {self.retries + 1} tries: "
+                           + "; ".join(failures[-4:]))
+
+
+def _error_of(data: bytes) -> str:
+    try:
+        return str(json.loads(data).get("error"))[:300]
+    except (ValueError, AttributeError):
+        return repr(data[:200])
