@@ -1,6 +1,9 @@
 """The `remote` sandbox backend: attempts run on sandbox services (sandbox/service.py) elsewhere.
 
-    --sandbox remote --sandbox-options "urls=http://h1:8700 http://h2:8700,token=SECRET"
+    --sandbox remote --sandbox-options "urls=http://h1:8700 http://h2:8700,token_file=/path/token"
+
+The token comes from `token_file`, else $FLYWHEEL_SANDBOX_TOKEN, else `token=` (which a run's
+run.json would then keep: prefer the other two).
 
 Attempts are spread over the servers (each thread starts at the next one, round robin). A server
 that is busy or draining (503), unreachable, gone mid-run, or failing on its own side (500) is
@@ -28,15 +31,19 @@ from flywheel.sandbox.wire import dump_request, load_result
 class RemoteBackend(SandboxBackend):
     """Thread-safe; one keep-alive connection per thread and server."""
 
-    def __init__(self, urls: str = "", token: str | None = None, retries: int = 6,
-                 backoff_s: float = 0.1, timeout_s: float = 60.0):
+    def __init__(self, urls: str = "", token: str | None = None, token_file: str | None = None,
+                 retries: int = 6, backoff_s: float = 0.1, timeout_s: float = 60.0):
         self.urls = [u.rstrip("/") for u in str(urls).replace(",", " ").replace(";", " ").split() if u]
         if not self.urls:
             raise SandboxError("the remote backend needs urls=URL[ URL...] (sandbox services)")
         for url in self.urls:
             if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
                 raise SandboxError(f"not an http(s) URL of a sandbox service: {url!r}")
-        self.token = token if token is not None else os.environ.get("FLYWHEEL_SANDBOX_TOKEN")
+        try:
+            self.token = (open(token_file).read().strip() if token_file
+                          else os.environ.get("FLYWHEEL_SANDBOX_TOKEN") or token)
+        except OSError as e:
+            raise SandboxError(f"cannot read the sandbox service's token: {e}") from None
         self.retries, self.backoff_s, self.timeout_s = retries, backoff_s, timeout_s
         self._next, self._local = itertools.count(), threading.local()
         self._check_one()
