@@ -13,6 +13,7 @@ options. `transformers` is imported on first use, so listing backends stays chea
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -151,16 +152,14 @@ def _as_list(x) -> list:
 
 
 @contextlib.contextmanager
-def _no_tqdm():
-    before = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"
-    try:
+def _quiet(gguf: str | None):
+    """The GGUF reader draws a tqdm bar that transformers' switch does not reach (and tqdm reads
+    TQDM_DISABLE only when imported): send its stderr elsewhere while a GGUF file loads."""
+    if not gguf:
         yield
-    finally:
-        if before is None:
-            del os.environ["TQDM_DISABLE"]
-        else:
-            os.environ["TQDM_DISABLE"] = before
+        return
+    with contextlib.redirect_stderr(io.StringIO()):
+        yield
 
 
 def _from_pretrained(directory: str, gguf: str | None, dtype: str, device):
@@ -173,7 +172,7 @@ def _from_pretrained(directory: str, gguf: str | None, dtype: str, device):
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     kwargs = {"local_files_only": True, **({"gguf_file": gguf} if gguf else {})}
-    with _no_tqdm():  # the GGUF reader's own progress bar ignores transformers' switch
+    with _quiet(gguf):
         tokenizer = transformers.AutoTokenizer.from_pretrained(directory, **kwargs)
         model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=DTYPES[dtype],
                                                                   **kwargs)
