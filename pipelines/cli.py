@@ -24,9 +24,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from flywheel.pipelines import domains_cli, sandbox_cli, tasks_cli, verify_cli
-from flywheel.pipelines.terminal import console_for, quiet_on_closed_pipe
+from flywheel.pipelines.terminal import PIPE_WIDTH, console_for, quiet_on_closed_pipe
 
 RUN_HELP = "run or resume RL iterations on the embedded default"
+
+
+def help_formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's help, wrapped only on a terminal: in a pipe each option's help is one line
+    (a wrap would also split names such as unsafe-subprocess at the hyphen)."""
+    return argparse.HelpFormatter(prog, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -36,7 +42,8 @@ def run_parser() -> argparse.ArgumentParser:
     """
     from flywheel.pipelines.options import FlywheelOptions
     p = argparse.ArgumentParser(prog="flywheel run", description=RUN_HELP,
-                                epilog="Other flags are Beam pipeline options (e.g. --runner).")
+                                epilog="Other flags are Beam pipeline options (e.g. --runner).",
+                                formatter_class=help_formatter)
     FlywheelOptions._add_argparse_args(p)
     return p
 
@@ -168,7 +175,8 @@ def cmd_status(args, console: Console) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="flywheel", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="flywheel", description=__doc__.split("\n")[0],
+                                formatter_class=help_formatter)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help=RUN_HELP, add_help=False)  # parsed by run_parser()
     sql = sub.add_parser("sql", help="run DuckDB SQL over a run's tables")

@@ -62,7 +62,7 @@ class FlywheelOptions(PipelineOptions):
         parser.add_argument("--run-dir", dest="run_dir", default=None,
                             help="local path or gs:// URI (default runs/<timestamp>)")
         parser.add_argument("--config", dest="config", default=None,
-                            help="TOML file of run settings; flags given beside it override it")
+                            help="TOML (or .yaml) file of run settings; flags beside it override it")
         parser.add_argument("--print-config", dest="print_config", action="store_true",
                             default=False, help="print the effective run config (TOML) and exit")
         for flag, (_, kind, text) in RUN_FLAGS.items():

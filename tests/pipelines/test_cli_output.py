@@ -38,7 +38,7 @@ def test_diagnostics_are_one_line_each_in_a_pipe(tmp_path):
                     "{not json\n"
                     '{"task_id": "b", "domain": "python_tests", "prompt": "def f():", '
                     '"entry_point": "f", "test": "def check(candidate):\\n    pass\\n"}\n')
-    done = sh(f"flywheel tasks validate {deep} 2>&1 | grep line")
+    done = sh(f"flywheel tasks validate {deep} 2>&1 | grep ': line '")
     lines = done.stdout.splitlines()
     assert [line.split(": ")[1] for line in lines] == ["line 1", "line 2", "line 3"], lines
     assert all(line.startswith(str(deep)) and len(line) > 100 for line in lines)
