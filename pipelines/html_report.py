@@ -1,8 +1,9 @@
 """`flywheel report --run-dir D --html report.html`: one self-contained page of a run's curves.
 
-Every plot is drawn with matplotlib from the run's tables alone (through `flywheel sql`'s DuckDB
-views) and embedded as a base64 PNG, so the page can be mailed, attached to a ticket or opened
-from a bucket without the run directory beside it:
+Every plot is drawn with matplotlib from the run's tables alone (DuckDB over the committed
+iterations' partitions, so a run that is being written can be reported too) and embedded as a
+base64 PNG, so the page can be mailed, attached to a ticket or opened from a bucket without the
+run directory beside it:
 
 - held-out greedy pass@1 per domain across iterations (the all-domain figure in black)
 - the training attempts' mean reward and pass rate per domain
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
-from flywheel.pipelines.sql import query
+from flywheel.pipelines.layout import RunLayout
+from flywheel.schemas import TABLES, read_table
 
 ALL = "*"
 TRAINER_STATS = ("loss", "pg_loss", "kl", "approx_kl", "grad_norm", "entropy", "clip_frac")
@@ -35,17 +37,18 @@ class Plot:
     png: bytes
 
 
-def _series(run_dir: str, sql: str, params: list | None = None) -> dict[str, list[tuple[int, float]]]:
+def _series(tables: "CommittedTables", sql: str, params: list | None = None
+            ) -> dict[str, list[tuple[int, float]]]:
     """{label: [(iteration, value), ...]} from rows (iteration, label, value)."""
     out: dict[str, list[tuple[int, float]]] = {}
-    for iteration, label, value in query(run_dir, sql, params)[1]:
+    for iteration, label, value in tables.rows(sql, params):
         if value is not None:
             out.setdefault(label, []).append((int(iteration), float(value)))
     return out
 
 
-def _metric(run_dir: str, name: str) -> dict[str, list[tuple[int, float]]]:
-    return _series(run_dir, "SELECT iteration, domain, value FROM metrics WHERE name = ? "
+def _metric(tables: "CommittedTables", name: str) -> dict[str, list[tuple[int, float]]]:
+    return _series(tables, "SELECT iteration, domain, value FROM metrics WHERE name = ? "
                             "ORDER BY iteration, domain", [name])
 
 
@@ -73,29 +76,29 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def heldout_plot(run_dir: str) -> Plot:
+def heldout_plot(tables: "CommittedTables") -> Plot:
     fig = Figure(figsize=(8, 4.2), layout="constrained")
-    _draw_lines(fig.subplots(), _metric(run_dir, "heldout_pass@1"), "held-out pass@1 (greedy)")
+    _draw_lines(fig.subplots(), _metric(tables, "heldout_pass@1"), "held-out pass@1 (greedy)")
     return Plot("Held-out pass@1", "Greedy pass@1 on each domain's held-out tasks, evaluated with "
                 "the policy that sampled the iteration; black: all domains.", _png(fig))
 
 
-def train_plot(run_dir: str) -> Plot:
+def train_plot(tables: "CommittedTables") -> Plot:
     fig = Figure(figsize=(12, 4), layout="constrained")
     left, right = fig.subplots(1, 2)
-    _draw_lines(left, _metric(run_dir, "train_mean_reward"), "mean reward (training attempts)",
+    _draw_lines(left, _metric(tables, "train_mean_reward"), "mean reward (training attempts)",
                 unit_range=False)
-    _draw_lines(right, _metric(run_dir, "train_pass_rate"), "pass rate (training attempts)")
+    _draw_lines(right, _metric(tables, "train_pass_rate"), "pass rate (training attempts)")
     return Plot("Training reward and pass rate", "The sampled training attempts of each "
                 "iteration: mean raw reward and share that passed, per domain.", _png(fig))
 
 
-def signal_plot(run_dir: str) -> Plot:
+def signal_plot(tables: "CommittedTables") -> Plot:
     fig = Figure(figsize=(12, 4), layout="constrained")
     left, right = fig.subplots(1, 2)
-    _draw_lines(left, _metric(run_dir, "zero_variance_frac"), "zero-variance share")
+    _draw_lines(left, _metric(tables, "zero_variance_frac"), "zero-variance share")
     share = "avg(CASE WHEN filtered THEN 1.0 ELSE 0.0 END)"
-    filtered = _series(run_dir, f"SELECT iteration, domain, {share} FROM trajectories GROUP BY ALL "
+    filtered = _series(tables, f"SELECT iteration, domain, {share} FROM trajectories GROUP BY ALL "
                                 f"UNION ALL SELECT iteration, '{ALL}', {share} FROM trajectories "
                                 "GROUP BY ALL ORDER BY 1, 2")
     _draw_lines(right, filtered, "filtered share")
@@ -104,10 +107,9 @@ def signal_plot(run_dir: str) -> Plot:
                 "`filtered` (kept out of the loss), from the trajectories table.", _png(fig))
 
 
-def errors_plot(run_dir: str) -> Plot:
-    _, rows = query(run_dir, "SELECT iteration, kind, count(*) FROM errors GROUP BY ALL ORDER BY 1, 2")
-    _, its = query(run_dir, "SELECT DISTINCT iteration FROM metrics ORDER BY 1")
-    iterations = sorted({int(i) for (i,) in its} | {int(r[0]) for r in rows})
+def errors_plot(tables: "CommittedTables") -> Plot:
+    rows = tables.rows("SELECT iteration, kind, count(*) FROM errors GROUP BY ALL ORDER BY 1, 2")
+    iterations = sorted(set(tables.iterations) | {int(r[0]) for r in rows})
     fig = Figure(figsize=(8, 3.6))
     ax = fig.subplots()
     bottom = {i: 0 for i in iterations}
@@ -132,8 +134,8 @@ def errors_plot(run_dir: str) -> Plot:
                 "`model` (the response's fault, scored 0), `input` (bad tasks).", _png(fig))
 
 
-def trainer_plot(run_dir: str) -> Plot | None:
-    series = {name: _metric(run_dir, f"train/{name}").get(ALL, []) for name in TRAINER_STATS}
+def trainer_plot(tables: "CommittedTables") -> Plot | None:
+    series = {name: _metric(tables, f"train/{name}").get(ALL, []) for name in TRAINER_STATS}
     series = {name: points for name, points in series.items() if points}
     if not series:
         return None
@@ -152,14 +154,40 @@ def trainer_plot(run_dir: str) -> Plot | None:
                 ", ".join(series) + ".", _png(fig))
 
 
+class CommittedTables:
+    """The tables of a run's committed iterations, as DuckDB views of the columns the plots use.
+
+    Only committed partitions are read, so a report can be drawn while a run writes the next
+    iteration (a Parquet file being written is not yet readable)."""
+
+    COLUMNS = {"metrics": ["iteration", "domain", "name", "value", "run_id"],
+               "errors": ["iteration", "kind"],
+               "trajectories": ["iteration", "domain", "filtered"]}
+
+    def __init__(self, run_dir: str):
+        import duckdb
+        import pyarrow as pa
+        layout = RunLayout(run_dir)
+        self.iterations = layout.committed_iterations()
+        self.con = duckdb.connect()
+        for table, columns in self.COLUMNS.items():
+            parts = [read_table(layout.table_dir(table, k), table, columns=columns)
+                     for k in self.iterations]
+            empty = pa.schema([TABLES[table].field(c) for c in columns]).empty_table()
+            self.con.register(table, pa.concat_tables(parts) if parts else empty)
+
+    def rows(self, sql: str, params: list | None = None) -> list[tuple]:
+        return self.con.execute(sql, params or []).fetchall()
+
+
 def render_report(run_dir: str) -> tuple[str, list[Plot]]:
-    """(the page's HTML, its plots)."""
-    plots = [heldout_plot(run_dir), train_plot(run_dir), signal_plot(run_dir), errors_plot(run_dir)]
-    trainer = trainer_plot(run_dir)
+    """(the page's HTML, its plots), from the run's committed iterations."""
+    tables = CommittedTables(run_dir)
+    plots = [heldout_plot(tables), train_plot(tables), signal_plot(tables), errors_plot(tables)]
+    trainer = trainer_plot(tables)
     if trainer:
         plots.append(trainer)
-    _, ids = query(run_dir, "SELECT DISTINCT run_id FROM metrics")
-    _, its = query(run_dir, "SELECT count(DISTINCT iteration) FROM metrics")
+    ids = tables.rows("SELECT DISTINCT run_id FROM metrics")
     title = f"Flywheel run {', '.join(r[0] for r in ids) or run_dir}"
     sections = "\n".join(
         f'<section><h2>{html.escape(p.title)}</h2><p>{html.escape(p.caption)}</p>'
@@ -172,7 +200,8 @@ body {{ font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto;
 section {{ margin-bottom: 2.5em; }} img {{ max-width: 100%; }} p {{ color: #555; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
-<p>{its[0][0]} iterations in <code>{html.escape(run_dir)}</code>; drawn from its tables on
+<p>{len(tables.iterations)} committed iterations in <code>{html.escape(run_dir)}</code>; drawn
+from their tables on
 {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.</p>
 {sections}
 </body></html>

@@ -46,7 +46,19 @@ def test_the_page_embeds_every_plot(run_dir, tmp_path):
         png = base64.b64decode(data)
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     assert not re.search(r'(src|href)="(?!data:)', page)  # nothing to fetch: self-contained
-    assert "2 iterations" in page and "2 error rows" in page
+    assert "2 committed iterations" in page and "2 error rows" in page
+
+
+
+def test_a_run_being_written_is_reported_from_its_committed_iterations(run_dir, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    for table in ("metrics", "trajectories/iteration=2/domain=add", "errors"):
+        part = copy / "tables" / table / ("" if "=" in table else "iteration=2") / "part-0.parquet"
+        part.parent.mkdir(parents=True, exist_ok=True)
+        part.write_bytes(b"PAR1 half a file being written")
+    plots = write_report(str(copy), str(tmp_path / "report.html"))
+    assert len(plots) == 5 and "2 committed iterations" in (tmp_path / "report.html").read_text()
 
 
 def chromium_dump(page_path) -> str:
