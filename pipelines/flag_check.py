@@ -16,7 +16,11 @@ def _parser():
     from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
     import flywheel.pipelines.options  # noqa: F401  (FlywheelOptions joins the subclasses)
-    parser = _BeamArgumentParser(allow_abbrev=False, add_help=False)
+    class Parser(_BeamArgumentParser):
+        def error(self, message):  # a message for the caller, not Beam's whole usage and exit
+            raise ValueError(message)
+
+    parser = Parser(allow_abbrev=False, add_help=False)
     classes: dict[str, type] = {}
     for cls in PipelineOptions.__subclasses__():  # as get_all_options: the last duplicate wins
         classes.setdefault(str(cls), cls)
@@ -33,7 +37,10 @@ def unknown_arguments(argv: list[str]) -> list[str]:
     """One message per argument no known option takes ("unknown flag --confg; did you mean
     --config?"); an unknown flag's value is not reported again."""
     parser = _parser()
-    _, unknown = parser.parse_known_args(argv)
+    try:
+        _, unknown = parser.parse_known_args(argv)
+    except ValueError as e:  # e.g. "argument --dry_run: expected one argument"
+        return [str(e)]
     known = sorted({s for action in parser._actions for s in action.option_strings})
     messages, after_unknown_flag = [], False
     for arg in unknown:

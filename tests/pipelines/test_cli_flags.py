@@ -22,6 +22,13 @@ def test_each_unknown_argument_is_named_with_the_closest_flag():
                         "unknown flag --zzzzzz; see flywheel run --help"]
 
 
+def test_a_beam_option_without_its_value_is_one_line_not_beams_usage():
+    assert unknown_arguments(["--dry_run"]) == ["argument --dry_run: expected one argument"]
+    assert unknown_arguments(["--direct_running_mode", "fast"]) == [
+        "argument --direct_running_mode: invalid choice: 'fast' (choose from 'in_memory', "
+        "'multi_threading', 'multi_processing')"]
+
+
 def test_a_mistyped_flag_stops_the_run_before_it_starts(tmp_path):
     run_dir = tmp_path / "run"
     done = subprocess.run(f"flywheel run --run-dir {run_dir} --confg x 2>&1 | cat", shell=True,
