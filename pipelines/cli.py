@@ -63,6 +63,9 @@ def run_settings(argv: list[str]):
     if unknown:  # Beam would only log and drop them, and the default job would start
         raise ValueError("\n".join(unknown))
     file = read_config_file(given.config) if given.config else None
+    wrong = unknown_arguments(file.beam_args) if file else []
+    if wrong:  # a [beam] value Beam's parser refuses, e.g. a choice it does not have
+        raise ValueError("\n".join(f"{given.config}: [beam]: {message}" for message in wrong))
     options = PipelineOptions((file.beam_args if file else []) + argv)
     standard = options.view_as(StandardOptions)
     standard.runner = standard.runner or "DirectRunner"  # not Prism, which needs a download

@@ -103,6 +103,11 @@ def test_flags_override_the_file_and_print_config_exits(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.stdout.startswith(f"error: {bad_file}: line 2: unknown key `rollout.zzzzzz`; "
                                  "[rollout] takes domains, ")  # brackets shown, not read as markup
+    write(tmp_path, "[beam]\ndirect_running_mode = 'fast'\n", "bad.toml")
+    bad = subprocess.run(f"flywheel run --config {bad_file} 2>&1 | cat", shell=True,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.stdout.startswith(f"error: {bad_file}: [beam]: argument --direct_running_mode: "
+                                 "invalid choice: 'fast'")
 
 
 TIMING_AND_IDENTITY = {"run_id", "started_at", "finished_at", "created_at", "sandbox_wall_ms",
