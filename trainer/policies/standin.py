@@ -1,0 +1,81 @@
+"""The `standin` backend: a policy with no model, for load tests of the pipeline at scale.
+
+    flywheel run --policy standin --policy-options mode=digits ...
+
+It answers at once, so what a load test measures is the pipeline (reading tasks, the sandbox,
+verifiers, tables, the trainer's reading), never a model. `mode=fixed` answers `response` to
+every prompt; `mode=digits` answers a number of 1 to 3 digits drawn from the row's seed (so
+groups have some reward variance). Log-probabilities are a constant (LOGPROB); its one trainable
+parameter leaves every value unchanged but takes gradients, so a train step runs and changes it.
+Byte-level token ids, as the `tiny` backend's.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from flywheel.trainer.policies import POLICIES
+from flywheel.trainer.policies.tiny import tokens
+from flywheel.trainer.policy import Sample
+
+LOGPROB = -0.5
+MODES = ("fixed", "digits")
+
+
+class _Bias(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(1))
+
+
+@POLICIES.register("standin")
+class StandinPolicy:
+    pretrained = True  # nothing to warm-start
+    context = 1 << 16
+    pad_id = tokens.PAD
+    eos_ids = (tokens.EOS,)
+    encode_prompt = staticmethod(tokens.encode_prompt)
+    encode_response = staticmethod(tokens.encode_response)
+    decode = staticmethod(tokens.decode)
+
+    def __init__(self, mode: str = "digits", response: str = "0"):
+        if mode not in MODES:
+            raise ValueError(f"standin policy: mode {mode!r} is not one of {MODES}")
+        self.mode, self.response, self.module = mode, str(response), _Bias()
+
+    @classmethod
+    def create(cls, options: Mapping[str, object], seed: int,
+               device: str | torch.device = "cpu") -> StandinPolicy:
+        unknown = set(options) - {"mode", "response"}
+        if unknown:
+            raise ValueError(f"standin policy: unknown options {sorted(unknown)}; it takes mode, response")
+        return cls(**options)
+
+    def save(self, uri: str) -> dict:
+        return {"mode": self.mode, "response": self.response, "bias": self.module.bias.item()}
+
+    @classmethod
+    def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> StandinPolicy:
+        policy = cls(saved["mode"], saved["response"])
+        with torch.no_grad():
+            policy.module.bias.fill_(saved["bias"])
+        return policy
+
+    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
+               seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
+        samples = []
+        for seed in seeds:
+            text = self.response if self.mode == "fixed" else str(random.Random(seed).randrange(1000))
+            ids = tokens.encode_response(text)[:max_new_tokens]
+            samples.append(Sample(ids, [LOGPROB] * len(ids),
+                                  "stop" if ids and ids[-1] == tokens.EOS else "length"))
+        return samples
+
+    def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
+                       temperatures: torch.Tensor) -> torch.Tensor:
+        """(B, T) -> (B, T-1) of LOGPROB, with a gradient of 1 to the bias."""
+        bias = self.module.bias
+        return torch.full(input_ids[:, 1:].shape, LOGPROB, device=input_ids.device) + (bias - bias.detach())
