@@ -75,3 +75,22 @@ def test_lora_options_are_checked(tiny_model_dir):
         assert torch.equal(p, q), n  # same options and seed, same adapter
     assert any("mlp" in n and "lora_A" in n for n, _ in a.module.named_parameters())
     assert copy.deepcopy(a).options.lora_r == 2
+
+
+def test_export_merges_the_adapter_into_a_plain_model(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    policy = create_policy("hf", {"model": str(tiny_model_dir), "lora_r": 4}, seed=0)
+    rows = _rows(policy)
+    cfg = TrainConfig(epochs=1, minibatch_size=6, lr=1e-2)
+    train_on_rows(policy, build_optimizer(policy, **cfg.adamw()), rows, cfg, seed=0)
+    policy.module.eval()
+    policy.export(str(tmp_path / "merged"))
+    merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
+    assert not any("lora" in n for n in merged.state_dict())
+    b = make_batch(rows, policy.pad_id)
+    with torch.no_grad():
+        logits = merged(input_ids=b["input_ids"], attention_mask=b["attn_mask"].long()).logits
+        ours = policy.causal_lm(input_ids=b["input_ids"], attention_mask=b["attn_mask"].long()).logits
+    torch.testing.assert_close(logits, ours, atol=1e-5, rtol=1e-5)
+    assert policy.options.lora_r and any("lora_" in n for n, _ in policy.module.named_parameters())

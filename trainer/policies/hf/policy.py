@@ -98,6 +98,16 @@ class HFPolicy:
         self.causal_lm.save_pretrained(directory, state_dict=state)
         self.tokenizer.save_pretrained(directory)
 
+    def export(self, directory: str) -> None:
+        """One plain Hugging Face model folder (a LoRA adapter merged into a copy of the base),
+        that transformers and vLLM load without peft or Flywheel."""
+        model = self.module
+        if self.options.lora_r:
+            import copy
+            model = copy.deepcopy(self.module).merge_and_unload()
+        model.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+
     @classmethod
     def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> HFPolicy:
         opts = HFOptions.from_dict(saved["options"])
