@@ -164,3 +164,19 @@ def test_bad_options_and_missing_models_are_clear_errors(tiny_model_dir, tmp_pat
         create_policy("hf", {"model": str(tmp_path / "empty")}, seed=0)
     with pytest.raises(ValueError, match="top_p"):
         create_policy("hf", {"model": str(tiny_model_dir), "top_p": 0}, seed=0)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir):
+    plain, ckpt = _policy(tiny_model_dir), _policy(tiny_model_dir, gradient_checkpointing=True)
+    prompts = [plain.encode_prompt(t) for t in TEXTS]
+    samples = plain.sample(prompts, [1.0] * 3, seeds=[4, 5, 6], max_new_tokens=10)
+    batch = make_batch(_rows(plain, prompts, samples, [1.0] * 3), plain.pad_id)
+    grads = []
+    for policy in (plain, ckpt):
+        policy.module.train()
+        lp = policy.token_logprobs(batch["input_ids"], batch["attn_mask"], batch["temperatures"])
+        (lp * batch["response_mask"]).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in policy.module.named_parameters()})
+    assert ckpt.causal_lm.is_gradient_checkpointing and not plain.causal_lm.is_gradient_checkpointing
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, atol=1e-6, rtol=1e-5)

@@ -22,6 +22,7 @@ class HFOptions:
     context: int = 2048            # most tokens per sequence (capped by the model's positions)
     dtype: str = "float32"         # weights' dtype: float32, bfloat16 or float16
     logprob_chunk: int = 0         # positions per chunk of token_logprobs; 0: sized by a memory budget
+    gradient_checkpointing: bool = False  # recompute each layer in backward: less memory, ~1.3x time
     lora_r: int = 0                # > 0: train a LoRA adapter of this rank (peft), the base frozen
     lora_alpha: float = 0.0        # LoRA scale numerator; 0: 2 x lora_r
     lora_targets: str = "q_proj|k_proj|v_proj|o_proj"  # module names, "|"-separated, or all-linear

@@ -52,6 +52,8 @@ class HFPolicy:
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
         lm = self.causal_lm
+        if options.gradient_checkpointing:  # applies in train() mode only, as transformers does
+            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         ids = [tokenizer.eos_token_id, *_as_list(getattr(lm.generation_config, "eos_token_id", None))]
         self.eos_ids = tuple(sorted({int(i) for i in ids if i is not None}))
         if not self.eos_ids:
