@@ -55,7 +55,8 @@ class HFPolicy:
         if options.gradient_checkpointing:  # applies in train() mode only, as transformers does
             lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         ids = [tokenizer.eos_token_id, *_as_list(getattr(lm.generation_config, "eos_token_id", None))]
-        self.eos_ids = tuple(sorted({int(i) for i in ids if i is not None}))
+        # The tokenizer's own EOS first: it ends demonstrations (encode_response).
+        self.eos_ids = tuple(dict.fromkeys(int(i) for i in ids if i is not None))
         if not self.eos_ids:
             raise ValueError("the tokenizer and generation config name no EOS token")
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0])
@@ -65,8 +66,8 @@ class HFPolicy:
     @classmethod
     def create(cls, options: Mapping[str, object], seed: int,
                device: str | torch.device = "cpu") -> HFPolicy:
-        """The pretrained model named by options["model"]; the seed plays no part (the weights
-        are the model's; sampling takes a seed per row)."""
+        """The pretrained model named by options["model"]; the seed draws only a LoRA adapter's
+        initial A matrices (the weights are the model's; sampling takes a seed per row)."""
         opts = HFOptions.from_dict(options)
         source = NAMED_MODELS.get(opts.model)() if opts.model in NAMED_MODELS else opts.model
         directory, gguf = model_location(local_path(source))
