@@ -180,3 +180,19 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir):
     assert ckpt.causal_lm.is_gradient_checkpointing and not plain.causal_lm.is_gradient_checkpointing
     for name, g in grads[0].items():
         torch.testing.assert_close(grads[1][name], g, atol=1e-6, rtol=1e-5)
+
+
+def test_greedy_ids_are_transformers_own_and_a_tiny_nucleus_is_greedy(tiny_model_dir):
+    policy = _policy(tiny_model_dir)
+    prompts = [policy.encode_prompt(t) for t in TEXTS]
+    greedy = policy.sample(prompts, [0.0] * 3, seeds=[1, 2, 3], max_new_tokens=12)
+    for prompt, s in zip(prompts, greedy):
+        with torch.no_grad():
+            ref = policy.module.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=12,
+                                         pad_token_id=policy.pad_id, eos_token_id=list(policy.eos_ids))
+        assert s.token_ids == ref[0, len(prompt):].tolist()
+    nucleus = _policy(tiny_model_dir, top_p=1e-6)  # only the most likely token is left to draw
+    drawn = nucleus.sample(prompts, [1.0] * 3, seeds=[1, 2, 3], max_new_tokens=12)
+    assert [s.token_ids for s in drawn] == [s.token_ids for s in greedy]
+    # ...while the recorded logprobs are those of the full tempered distribution (T = 1 here).
+    assert [s.logprobs for s in drawn] == [s.logprobs for s in greedy]
