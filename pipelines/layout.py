@@ -11,12 +11,18 @@ from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
+from flywheel.transforms.gcs_credentials import anonymous_for_emulator
+
 from flywheel.schemas import TABLES, read_table, table_dataset
 
 
 @dataclass(frozen=True)
 class RunLayout:
     root: str
+
+    def __post_init__(self):
+        if self.root.startswith("gs://"):
+            anonymous_for_emulator()
 
     def join(self, *parts: str) -> str:
         return FileSystems.join(self.root, *parts)

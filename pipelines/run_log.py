@@ -57,8 +57,12 @@ class RunLog:
 
     def __init__(self, run_dir: str):
         from apache_beam.io.filesystems import FileSystems
+
+        from flywheel.transforms.gcs_credentials import anonymous_for_emulator
         self.run_dir, self.path = run_dir, FileSystems.join(run_dir, "run.log")
         self.remote = "://" in run_dir
+        if self.remote:
+            anonymous_for_emulator()
         self.started = time.time()
 
     def __enter__(self) -> "RunLog":

@@ -51,6 +51,34 @@ def sandbox_service(tmp_path_factory):
         proc.wait()
 
 
+@pytest.fixture(scope="session")
+def gcs_emulator(tmp_path_factory):
+    """The endpoint ("http://127.0.0.1:PORT") of a real `gcp-storage-emulator` serving the
+    bucket `runs`, for the session; skipped where the package is missing."""
+    import shutil
+    import socket
+    import time
+    exe = shutil.which("gcp-storage-emulator")
+    if exe is None:
+        pytest.skip("gcp-storage-emulator (test extra) is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([exe, "-d", str(tmp_path_factory.mktemp("gcs")), "start", "--host", "127.0.0.1",
+                             "--port", str(port), "--default-bucket", "runs"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}"
+    proc.kill()
+    proc.wait()
+
+
 # local-remote: the local warm backend behind a sandbox service on loopback, through `remote`
 BACKENDS = ["local", "local-cold", "local-remote", "unsafe-subprocess", "docker", "docker-runsc"]
 

@@ -39,8 +39,11 @@ def delete_file(uri: str) -> None:
 
 
 def make_dirs(uri: str) -> None:
+    """Create the folder `uri` on a local disk; nothing on an object store, which has no folders
+    (a marker object "a/b/" beside "a/b/c" is clutter there, and breaks the GCS emulator)."""
     fs, path = resolve_uri(uri)
-    fs.create_dir(path, recursive=True)
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.create_dir(path, recursive=True)
 
 
 def save_torch(uri: str, obj) -> None:

@@ -15,6 +15,8 @@ import apache_beam as beam
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from flywheel.transforms.gcs_credentials import anonymous_for_emulator
+
 from flywheel.schemas import PARTITION_COLUMNS, rows_to_file_table
 from flywheel.transforms.errors import count
 
@@ -40,6 +42,9 @@ def write_parquet(path: str, table: str, rows: list[dict]) -> str:
 class _WritePartition(beam.DoFn):
     def __init__(self, root: str, table: str):
         self.root, self.table = root, table
+
+    def setup(self):
+        anonymous_for_emulator()
 
     def process(self, keyed):
         (directory, shard), rows = keyed
