@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0"
-"""Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns."""
+SCHEMA_VERSION = "1.1"
+"""Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns
+(1.1: trajectories.checkpoint_digest; a 1.0 table reads it as null)."""
 
 TURN = pa.struct([
     ("action", pa.string()),
@@ -28,6 +29,7 @@ TRAJECTORIES = pa.schema([
     ("group_id", pa.string()),
     ("sample_index", pa.int32()),
     ("policy_version", pa.int32()),
+    ("checkpoint_digest", pa.string()),     # the weights that sampled the row (policy_digest)
     ("prompt", pa.string()),
     ("prompt_token_ids", pa.list_(pa.int32())),
     ("response", pa.string()),

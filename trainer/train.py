@@ -3,13 +3,26 @@
     from flywheel.trainer.train import train_iteration
     train_iteration("runs/r/tables/trajectories/iteration=3", "runs/r/checkpoints/iteration=2",
                     "runs/r/checkpoints/iteration=3", TrainConfig(), seed=3)
+
+Rows sampled from any other weights than the starting checkpoint's are refused (StalePolicyError),
+since training on them updates a policy that did not produce them: a weight sync that failed
+silently would otherwise go unnoticed for as long as the run lasts.
 """
+import logging
+from collections import Counter
+
 from flywheel.schemas import read_table
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import apply_hyperparams, build_optimizer
 from flywheel.trainer.policy import Policy
 from flywheel.trainer.train_step import TrainConfig, pick_device, train_on_rows
 from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS
+
+log = logging.getLogger(__name__)
+
+
+class StalePolicyError(ValueError):
+    """Trajectory rows were sampled from other weights than the trainer's starting checkpoint."""
 
 
 def train_iteration(
@@ -26,9 +39,11 @@ def train_iteration(
     KL term; it is loaded only when cfg.kl_coef > 0, and then required.
     """
     device = pick_device()
-    rows = read_table(trajectories_uri, "trajectories", columns=TRAIN_COLUMNS,
+    columns = [*TRAIN_COLUMNS, "checkpoint_digest"]
+    rows = read_table(trajectories_uri, "trajectories", columns=columns,
                       missing_ok=False).to_pylist()
     ckpt = load_checkpoint(init_checkpoint_uri, device=device)
+    check_sampled_from(rows, ckpt.digest, trajectories_uri, init_checkpoint_uri)
     policy = ckpt.policy
     optimizer = build_optimizer(policy, **cfg.adamw())
     if ckpt.optimizer_state is not None:
@@ -46,6 +61,26 @@ def train_iteration(
     }
     save_checkpoint(out_checkpoint_uri, policy, optimizer, meta)
     return stats
+
+
+def check_sampled_from(rows: list[dict], digest: str, trajectories_uri: str,
+                       checkpoint_uri: str) -> None:
+    """Refuse rows whose `checkpoint_digest` is not `digest`, naming both digests and the counts;
+    rows without one (tables of schema 1.0, before digests were recorded) pass with a warning."""
+    found = Counter(r.get("checkpoint_digest") for r in rows)
+    unknown = found.pop(None, 0)
+    others = {d: n for d, n in found.items() if d != digest}
+    if others:
+        sampled = ", ".join(f"{n} row(s) from {d}" for d, n in sorted(others.items()))
+        raise StalePolicyError(
+            f"{trajectories_uri}: {sum(others.values())} of {len(rows)} trajectory rows were not "
+            f"sampled from the checkpoint the trainer starts from ({checkpoint_uri}, digest "
+            f"{digest}): {sampled}; the rollout sampled a stale or other policy, so refusing to "
+            "train on them")
+    if unknown:
+        log.warning("%s: %d of %d trajectory rows record no checkpoint_digest (tables of schema "
+                    "1.0 have none): cannot check they were sampled from %s (%s)",
+                    trajectories_uri, unknown, len(rows), checkpoint_uri, digest)
 
 
 def _frozen(uri: str | None, device) -> Policy:

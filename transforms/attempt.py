@@ -43,6 +43,7 @@ class Attempt:
     response_logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None           # stop | length
     started_at: dt.datetime | None = None
+    checkpoint_digest: str | None = None       # digest of the weights that sampled it
     # Execute
     execution: ExecResult | None = None
     turns: list[dict[str, Any]] = field(default_factory=list)

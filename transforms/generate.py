@@ -4,12 +4,15 @@ PolicyModelHandler loads the policy once per worker (from a checkpoint URI, whos
 names its backend, or created fresh from the run's backend, options and seed) and samples a batch
 of attempts together. Each attempt's tokens depend only on its own seed, so results do not depend
 on how Beam batched the elements. Only the Policy protocol is used here: any backend fits.
+Each attempt records the digest of the weights the worker actually loaded (`checkpoint_digest`),
+so the trainer can refuse rows sampled from any other policy than the one it starts from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
@@ -53,7 +56,15 @@ def generate_batch(policy: Policy, batch: Sequence[Attempt]) -> list[dict]:
     return results
 
 
-class PolicyModelHandler(ModelHandler[Attempt, PredictionResult, Any]):
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """What a worker holds: the policy and the digest of its weights (the model RunInference
+    shares between threads, so the digest travels with the weights it names)."""
+    policy: Policy
+    digest: str
+
+
+class PolicyModelHandler(ModelHandler[Attempt, PredictionResult, LoadedPolicy]):
     """RunInference handler for any policy backend.
 
     With `checkpoint_uri` the checkpoint decides the backend; without one, a fresh policy of
@@ -68,21 +79,25 @@ class PolicyModelHandler(ModelHandler[Attempt, PredictionResult, Any]):
         self.init_seed = init_seed
         self.max_batch_size = max_batch_size
 
-    def load_model(self) -> Policy:
-        from flywheel.trainer.checkpoint import load_checkpoint
+    def load_model(self) -> LoadedPolicy:
+        from flywheel.trainer.checkpoint import load_checkpoint, policy_digest
         from flywheel.trainer.policies import create_policy
         from flywheel.trainer.train_step import pick_device
         device = pick_device()
         if self.checkpoint_uri:
-            policy = load_checkpoint(self.checkpoint_uri, device=device).policy
+            ckpt = load_checkpoint(self.checkpoint_uri, device=device)  # checks the digest
+            policy, digest = ckpt.policy, ckpt.digest
         else:
             policy = create_policy(self.backend, self.options, self.init_seed, device)
+            digest = policy_digest(policy)  # what a checkpoint of it would record
         policy.module.eval()  # sampling runs under no_grad; grad mode stays global and untouched
-        return policy
+        return LoadedPolicy(policy, digest)
 
-    def run_inference(self, batch: Sequence[Attempt], model: Policy,
+    def run_inference(self, batch: Sequence[Attempt], model: LoadedPolicy,
                       inference_args=None) -> Iterable[PredictionResult]:
-        return [PredictionResult(a, out) for a, out in zip(batch, generate_batch(model, batch))]
+        outs = generate_batch(model.policy, batch)
+        return [PredictionResult(a, {**out, "checkpoint_digest": model.digest})
+                for a, out in zip(batch, outs)]
 
     def batch_elements_kwargs(self):
         # BatchElements grows batches from min_batch_size; starting at 1 wastes the first dozens

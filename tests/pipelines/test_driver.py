@@ -34,7 +34,7 @@ def test_iterations_commit_and_checkpoints_chain(tmp_path):
     layout = RunLayout(str(tmp_path))
     assert layout.committed_iterations() == [0, 1]
     info = json.loads((tmp_path / "run.json").read_text())
-    assert info["seed"] == 3 and info["schema_versions"]["trajectories"] == "1.0"
+    assert info["seed"] == 3 and info["schema_versions"]["trajectories"] == "1.1"
     assert load_checkpoint(layout.checkpoint(1)).meta["policy_version"] == 2
     _, rows = query(str(tmp_path), "SELECT iteration, min(policy_version), max(policy_version) "
                                    "FROM trajectories GROUP BY 1 ORDER BY 1")
