@@ -53,3 +53,17 @@ def test_a_rollout_without_a_checkpoint_records_the_fresh_policys_digest(tmp_pat
     assert rows and {r["checkpoint_digest"] for r in rows} == {policy_digest(fresh)}
     # saved, it is the checkpoint whose digest the rows name
     assert save_checkpoint(str(tmp_path / "ck"), fresh, None, {}) == policy_digest(fresh)
+
+
+@pytest.mark.slow
+def test_each_iteration_records_the_checkpoint_the_trainer_wrote_before_it(tmp_path):
+    from flywheel.pipelines.driver import run_iterations
+    from flywheel.pipelines.sql import query
+    from flywheel.trainer.checkpoint import load_checkpoint
+    config = tiny_config(domains=("add",), tasks_per_domain=3, heldout_per_domain=1, n_samples=4)
+    run_iterations(str(tmp_path), config)
+    layout = RunLayout(str(tmp_path))
+    _, rows = query(str(tmp_path), "SELECT iteration, checkpoint_digest, count(*) "
+                                   "FROM trajectories GROUP BY 1, 2 ORDER BY 1")
+    sampled_from = [load_checkpoint(layout.checkpoint(k)).digest for k in (None, 0)]
+    assert rows == [(0, sampled_from[0], 12), (1, sampled_from[1], 12)]
