@@ -86,6 +86,8 @@ def cmd_run(argv: list[str], console: Console) -> int:
     """`flywheel run ARGV`: ARGV holds Flywheel's flags and any Beam pipeline options."""
     from flywheel.pipelines.config_file import config_toml
     from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
+    from flywheel.trainer.checkpoint import CheckpointDigestError
+    from flywheel.trainer.train import StalePolicyError
     from flywheel.pipelines.progress import RunProgress
     from flywheel.pipelines.report import metric_table
     from flywheel.pipelines.run_log import RunLog
@@ -110,8 +112,8 @@ def cmd_run(argv: list[str], console: Console) -> int:
                 run_iterations(run_dir, config, explicit=explicit, options=options,
                                event=lambda name, data: (stages.event(name, data),
                                                          progress.event(name, data)))
-        except RunConfigMismatch as e:
-            show(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        except (RunConfigMismatch, StalePolicyError, CheckpointDigestError) as e:
+            show(f"[red]error:[/] {escape(str(e))}", highlight=False)  # the run's data, not a bug
             return 2
         except KeyboardInterrupt:  # Ctrl-C: no traceback; committed iterations are kept
             show(f"interrupted: resume with flywheel run --run-dir {escape(run_dir)}")
