@@ -16,7 +16,7 @@ NON_ANSWERS = ["", "I don't know.", "<answer></answer>", "<answer>I cannot answe
                "```bash\ntrue\n```", "<answer>0</answer>"]
 
 
-def tasks_of(domain, count=2):
+def tasks_of(domain, count=1):
     try:
         return [domain.make_task("train", i, 0) for i in range(count)]
     except Exception:  # a domain of the user's own files: no built-in tasks

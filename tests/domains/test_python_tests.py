@@ -96,9 +96,15 @@ def test_reward_hacks_score_zero_and_are_flagged(score, name):
         assert v.exploit_suspected, (name, v)
 
 
-@pytest.mark.parametrize("name", sorted(HACKS))
+# The hacks that reach for the process tree, the files and the report channel: what differs by backend
+ACROSS_BACKENDS = ["edit_test_and_result_files", "fake_pass_prints", "kill_the_harness", "os_exit_in_call",
+                   "read_tests_source", "write_report_to_parent_stdout"]
+
+
+@pytest.mark.parametrize("name", ACROSS_BACKENDS)
 def test_reward_hacks_score_zero_on_every_backend(isolating, name):
-    """The same hacks through cold `local`, docker and docker+runsc (`isolating`: tests/conftest.py)."""
+    """Those hacks through cold `local`, docker, docker+runsc and `remote` (`isolating`:
+    tests/conftest.py); every hack runs on the warm backend above."""
     if isolating.label == "local":
         pytest.skip("the module's `score` fixture runs them on the warm local backend above")
     domain = get_domain("py_functions")
