@@ -103,16 +103,22 @@ def clone_namespaced():
 
 class Standby:
     """One attempt made ready ahead of its request: X waiting as pid 1 of fresh namespaces,
-    cloned by the zygote (never by this server, whose memory has held other attempts' data)."""
+    cloned by the zygote (never by this server, whose memory has held other attempts' data).
+    Ordered at once; its pid (`ready`) is asked for when its request comes."""
 
     def __init__(self, zygote):
         (req_r, self.req_w), (self.out_r, out_w), (self.err_r, err_w), (self.setup_r, setup_w) = (
             os.pipe(), os.pipe(), os.pipe(), os.pipe())
+        self.pid = None
         try:
-            self.pid = zygote.standby((req_r, out_w, err_w, setup_w))
+            zygote.order_standby((req_r, out_w, err_w, setup_w))
         finally:
             for fd in (req_r, out_w, err_w, setup_w):
                 os.close(fd)
+
+    def ready(self, zygote) -> None:
+        if self.pid is None:
+            self.pid = zygote.next_pid()
 
 
 def spawn_x(fds):
@@ -185,20 +191,24 @@ def serve_one(zygote, standby, raw, req):
         pass
     os.close(standby.req_w)
     bufs, reason, setup = {standby.out_r: bytearray(), standby.err_r: bytearray()}, None, b""
-    pidfd = os.pidfd_open(standby.pid)
-    yield  # the caller makes the next standby while this attempt runs
+    yield  # the caller orders the next standby while this attempt runs
+    ended = zygote.reaped(standby.pid)
     with selectors.DefaultSelector() as sel:
-        for fd in (standby.out_r, standby.err_r, standby.setup_r, pidfd):
+        for fd in (standby.out_r, standby.err_r, standby.setup_r, zygote.sock):
             sel.register(fd, selectors.EVENT_READ)
-        # Done when X is gone (and with it every process of the attempt) and both pipes are drained.
-        while reason is None and {standby.out_r, standby.err_r, pidfd} & sel.get_map().keys():
+        # Done when X is gone (reaped by the zygote, and with it every process of the attempt)
+        # and both pipes are drained.
+        while reason is None and (ended is None or {standby.out_r, standby.err_r} & sel.get_map().keys()):
             remaining = start + limits["timeout_s"] - time.monotonic()
             if remaining <= 0:
                 reason = "timeout"
                 break
             for key, _ in sel.select(remaining):
-                if key.fd == pidfd:
-                    sel.unregister(pidfd)
+                if key.fileobj is zygote.sock:
+                    zygote.pump()
+                    ended = ended or zygote.reaped(standby.pid)
+                    if ended is not None:
+                        sel.unregister(zygote.sock)
                     continue
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
@@ -212,18 +222,18 @@ def serve_one(zygote, standby, raw, req):
                 buf += chunk[:room]
                 if len(chunk) > room:
                     reason = "output"
-    if reason is not None:
+    if reason is not None and ended is None:
         try:
             os.kill(standby.pid, signal.SIGKILL)  # pid 1: its death takes the namespaces with it
         except ProcessLookupError:
             pass
-    status, cpu_ms = zygote.reap(standby.pid)
+    status, cpu_ms = ended or zygote.wait_reaped(standby.pid)
     os.set_blocking(standby.setup_r, False)
     try:
         setup += os.read(standby.setup_r, 65536)
     except BlockingIOError:
         pass
-    for fd in (pidfd, standby.setup_r, *bufs):
+    for fd in (standby.setup_r, *bufs):
         os.close(fd)
     if setup:
         yield {"error": parse_error(setup)}
@@ -255,6 +265,7 @@ def main():
     gc.freeze()  # children's collections then skip (and never write to) the preloaded objects
     zygote = Zygote(spawn_x)  # before any request: its memory never holds one
     standby = Standby(zygote)
+    standby.ready(zygote)  # the first clone works, or the server fails to start, saying why
     write_frame(1, {"ready": loaded})
     while True:
         raw, req = read_frame(0)
@@ -266,17 +277,16 @@ def main():
             except Exception as e:
                 write_frame(1, {"error": f"{type(e).__name__}: {e}"})
             continue
+        try:
+            standby.ready(zygote)  # ordered during the previous attempt: long since cloned
+        except OSError as e:
+            write_frame(1, {"error": str(e)})
+            write_frame(2, {"fatal": str(e)})
+            return
         attempt = serve_one(zygote, standby, raw, req)
         next(attempt)
-        try:
-            standby = Standby(zygote)
-        except OSError as e:
-            standby = None
-            error = str(e)
+        standby = Standby(zygote)
         write_frame(1, attempt.send(None))
-        if standby is None:
-            write_frame(2, {"fatal": error})
-            return
 
 
 if __name__ == "__main__":

@@ -6,14 +6,18 @@ A standby cloned from the server itself would start with a copy of the server's 
 memory held the previous request (its files: a harness's tests and expected values) and the
 previous attempt's output, readable from the clone through /proc/self/mem whether or not Python
 had freed it. So the server forks this zygote once, before it reads its first request: the zygote
-holds the preloaded modules and nothing else, and acts only on two orders of the server, sent
-over a socketpair: clone a standby (the server passes the standby's ends of its pipes with
-SCM_RIGHTS, so that request bytes, files and output never pass through here) and reap one
-(wait4: exit status and CPU time as the kernel measured them, which only a parent may ask).
+holds the preloaded modules and nothing else. It takes one order from the server, over a
+socketpair: clone a standby (the server passes the standby's ends of its pipes with SCM_RIGHTS,
+so that request bytes, files and output never pass through here); it answers with the pid, and
+when a standby exits it reaps it and tells the server unasked (exit status and CPU time from
+wait4, which only a parent may ask). Orders are not waited for: the server orders the next
+standby and goes on supervising the current attempt while the zygote clones.
 """
 
+import collections
 import ctypes
 import os
+import selectors
 import signal
 import socket
 import struct
@@ -36,30 +40,53 @@ class Zygote:
             finally:
                 os._exit(0)
         theirs.close()
+        self._pids, self._reaped = collections.deque(), {}
 
-    def standby(self, fds) -> int:
-        """The pid of a new standby holding `fds` (closed here once it has them)."""
+    def order_standby(self, fds) -> None:
+        """Have a standby cloned holding `fds` (the caller closes its copies); its pid comes
+        from `next_pid`, in order."""
         socket.send_fds(self.sock, [b"S"], list(fds))
-        return self._answer()
 
-    def reap(self, pid: int) -> tuple[int, float]:
-        """(wait status, CPU ms) of standby `pid`, waiting for it to end."""
-        self.sock.send(b"R" + struct.pack("i", pid))
-        answer = self.sock.recv(256)
-        if not answer.startswith(b"R"):
-            raise OSError(f"zygote: {answer[1:].decode(errors='replace')}")
-        _, status, cpu_ms = _REAPED.unpack(answer[1:])
-        return status, cpu_ms
+    def next_pid(self) -> int:
+        """The pid of the oldest ordered standby; OSError if the zygote could not clone it."""
+        while not self._pids:
+            self.pump(block=True)
+        pid = self._pids.popleft()
+        if isinstance(pid, str):
+            raise OSError(f"zygote: {pid}")
+        return pid
 
-    def _answer(self) -> int:
-        answer = self.sock.recv(256)
-        if not answer.startswith(b"P"):
-            raise OSError(f"zygote: {answer[1:].decode(errors='replace') or 'gone'}")
-        return struct.unpack("i", answer[1:])[0]
+    def reaped(self, pid: int):
+        """(wait status, CPU ms) once standby `pid` has ended and been reaped, else None."""
+        return self._reaped.pop(pid, None)
+
+    def wait_reaped(self, pid: int) -> tuple[int, float]:
+        while pid not in self._reaped:
+            self.pump(block=True)
+        return self._reaped.pop(pid)
+
+    def pump(self, block: bool = False) -> None:
+        """Take in the zygote's messages: every one waiting, or (block) at least one."""
+        while True:
+            try:
+                message = self.sock.recv(256, 0 if block else socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            if not message:
+                raise OSError("zygote: gone")
+            kind, body = message[:1], message[1:]
+            if kind == b"P":
+                self._pids.append(struct.unpack("i", body)[0])
+            elif kind == b"R":
+                pid, status, cpu_ms = _REAPED.unpack(body)
+                self._reaped[pid] = (status, cpu_ms)
+            else:  # a standby that could not be cloned: its place in the order holds why
+                self._pids.append(body.decode(errors="replace") or "unknown failure")
+            block = False
 
 
 def _serve(sock, spawn, keep):
-    """The zygote's loop: one order at a time, until the server closes its end."""
+    """The zygote's loop: orders from the server, and standbys ending, until the server is gone."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: gone with the server
     libc.prctl(15, b"fw-zygote", 0, 0, 0)
@@ -69,26 +96,39 @@ def _serve(sock, spawn, keep):
                 os.close(fd)
             except OSError:
                 pass
-    while True:
-        try:
-            message, fds, _, _ = socket.recv_fds(sock, 16, 8)
-        except OSError:
-            return
-        if not message:
-            return
-        try:
-            if message == b"S":
-                pid = spawn(fds)
-                reply = b"P" + struct.pack("i", pid)
-            elif message[:1] == b"R":
-                pid = struct.unpack("i", message[1:5])[0]
+    with selectors.DefaultSelector() as sel:
+        sel.register(sock, selectors.EVENT_READ)
+        while True:
+            for key, _ in sel.select():
+                if key.fileobj is sock:
+                    if not _order(sock, spawn, sel):
+                        return
+                    continue
+                pid = key.data
+                sel.unregister(key.fileobj)
+                os.close(key.fileobj)
                 _, status, usage = os.wait4(pid, 0)
-                reply = b"R" + _REAPED.pack(pid, status, (usage.ru_utime + usage.ru_stime) * 1000)
-            else:
-                reply = b"E" + b"unknown order " + message[:20]
-        except Exception as e:
-            reply = b"E" + f"{type(e).__name__}: {e}".encode()[:200]
-        finally:
-            for fd in fds:
-                os.close(fd)
-        sock.send(reply)
+                sock.send(b"R" + _REAPED.pack(pid, status, (usage.ru_utime + usage.ru_stime) * 1000))
+
+
+def _order(sock, spawn, sel) -> bool:
+    """Carry out one order; False once the server has closed its end."""
+    try:
+        message, fds, _, _ = socket.recv_fds(sock, 16, 8)
+    except OSError:
+        return False
+    if not message:
+        return False
+    try:
+        if message != b"S" or len(fds) != 4:
+            raise ValueError(f"bad order {message[:20]!r} with {len(fds)} fds")
+        pid = spawn(fds)
+        sel.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
+        reply = b"P" + struct.pack("i", pid)
+    except Exception as e:
+        reply = b"E" + f"{type(e).__name__}: {e}".encode()[:200]
+    finally:
+        for fd in fds:
+            os.close(fd)
+    sock.send(reply)
+    return True
