@@ -1,9 +1,5 @@
 """A model at a gs:// URI (a real GCS emulator, over HTTP) is copied once into the local model
 cache and loaded from there; a rewritten model at the same URI is copied again."""
-import shutil
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -14,28 +10,9 @@ from flywheel.trainer.policies import create_policy
 
 
 @pytest.fixture
-def gcs_endpoint(tmp_path):
-    exe = shutil.which("gcp-storage-emulator")
-    if exe is None:
-        pytest.skip("gcp-storage-emulator (test extra) is not installed")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "-d", str(tmp_path / "gcs"), "start", "--host", "127.0.0.1",
-                             "--port", str(port), "--default-bucket", "models"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait()
+def gcs_endpoint(gcs_emulator):
+    """HOST:PORT of the session's GCS emulator (tests/conftest.py), whose bucket is `runs`."""
+    return gcs_emulator.removeprefix("http://")
 
 
 def _upload(directory: str, uri: str) -> None:
@@ -47,7 +24,7 @@ def _upload(directory: str, uri: str) -> None:
 
 def test_a_gs_model_is_copied_once_and_again_when_rewritten(tiny_model_dir, gcs_endpoint,
                                                             model_cache):
-    uri = f"gs://anonymous@models/tiny?endpoint_override={gcs_endpoint}&scheme=http"
+    uri = f"gs://anonymous@runs/models/tiny?endpoint_override={gcs_endpoint}&scheme=http"
     _upload(tiny_model_dir, uri)
     local = create_policy("hf", {"model": str(tiny_model_dir)}, seed=0)
     remote = create_policy("hf", {"model": uri}, seed=0)
