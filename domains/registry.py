@@ -130,8 +130,15 @@ class Domain:
     def run(self, backend, task: dict[str, Any], response: str) -> ExecResult:
         """Run `response` on sandbox `backend` as the pipeline does: under a fresh nonce, and with
         only the report lines that carry it read as the harness's (report_channel.py)."""
-        nonce = new_nonce() if self.report_marker else ""
-        result = backend.run(self.request(task, response, nonce))
+        nonce = self.nonce()
+        return self.read_output(backend.run(self.request(task, response, nonce)), nonce)
+
+    def nonce(self) -> str:
+        """A fresh nonce for one attempt's report, or "" for a domain whose harness reports none."""
+        return new_nonce() if self.report_marker else ""
+
+    def read_output(self, result: ExecResult, nonce: str) -> ExecResult:
+        """`result` with only the report lines signed by `nonce` read as the harness's."""
         if not nonce:
             return result
         return dataclasses.replace(result, stdout=authenticate(result.stdout, self.report_marker, nonce))

@@ -22,13 +22,14 @@ from flywheel.transforms.attempt import Attempt
 def _run_one(attempt: Attempt, backend, retries: int, backoff_s: float):
     """(execution or None, error row or None) for one attempt."""
     domain = get_domain(attempt.domain)
+    nonce = domain.nonce()  # one attempt, one nonce, however many tries
     try:
-        domain.request(attempt.task, attempt.response)
+        request = domain.request(attempt.task, attempt.response, nonce)
     except Exception as e:  # the task cannot be turned into a program: bad input
         return None, error_row("execute", "input", e, attempt.context())
     for retry in range(retries + 1):
         try:
-            return domain.run(backend, attempt.task, attempt.response), None
+            return domain.read_output(backend.run(request), nonce), None
         except SandboxError as e:
             if retry == retries:
                 return None, error_row("execute", "environment", e, attempt.context(),
