@@ -1,10 +1,11 @@
-"""The `flywheel` command line: run, sql, report, status, domains, tasks, verify, sandbox.
+"""The `flywheel` command line: run, sql, report, status, export, domains, tasks, verify, sandbox.
 
     flywheel run --run-dir runs/demo --iterations 6 --seed 0      # the embedded default
     flywheel run --config run.toml                                # settings from a file
     flywheel status --run-dir runs/demo                           # also while it runs
     flywheel sql "SELECT domain, avg(reward_raw) FROM trajectories GROUP BY 1" --run-dir runs/demo
     flywheel report --run-dir runs/demo --html report.html
+    flywheel export --run-dir runs/demo --iteration 3 merged/      # a Hugging Face model folder
 
 `flywheel run` takes its settings as `FlywheelOptions` (pipelines/options.py) beside any standard
 Beam pipeline option (--runner, --direct_running_mode, --direct_num_workers, ...).
@@ -23,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flywheel.pipelines import domains_cli, sandbox_cli, tasks_cli, verify_cli
+from flywheel.pipelines import domains_cli, export_cli, sandbox_cli, tasks_cli, verify_cli
 from flywheel.pipelines.terminal import PIPE_WIDTH, console_for, quiet_on_closed_pipe
 
 RUN_HELP = "run or resume RL iterations on the embedded default"
@@ -198,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
                                            "held-out pass@1 and errors (also while it runs)")
     status.add_argument("--run-dir", required=True)
     status.add_argument("--format", choices=("text", "json"), default="text")
-    for module in (domains_cli, sandbox_cli, tasks_cli, verify_cli):
+    for module in (export_cli, domains_cli, sandbox_cli, tasks_cli, verify_cli):
         module.add_parser(sub)
     return p
 
@@ -221,6 +222,7 @@ def _dispatch(argv: list[str]) -> int:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     commands = {"sql": cmd_sql, "report": cmd_report, "status": cmd_status, "domains": domains_cli.run,
                 "tasks": tasks_cli.run, "verify": verify_cli.run,
+                "export": export_cli.run,
                 "sandbox": lambda args, console: sandbox_cli.main(args)}
     return commands[args.command](args, console)
 
