@@ -25,7 +25,7 @@ from flywheel.transforms.filters import FilterTrajectories
 from flywheel.transforms.generate import Generate, PolicyModelHandler
 from flywheel.transforms.metrics import ComputeMetrics, heldout_values, train_values
 from flywheel.transforms.rewards import NormalizeRewards
-from flywheel.transforms.tasks import ReadTasks
+from flywheel.transforms.tasks import ReadTasks, TaskRange
 from flywheel.transforms.verify import Verify
 from flywheel.transforms.write_tables import WriteTable
 
@@ -40,13 +40,15 @@ class IterationSpec:
     checkpoint_uri: str | None
 
 
-def task_specs(config: RunConfig, iteration: int) -> list[tuple[str, str, int]]:
-    """Iteration k trains on fresh task indices [k*T, (k+1)*T); held-out tasks are always 0..H-1."""
+def task_ranges(config: RunConfig, iteration: int) -> list[TaskRange]:
+    """Iteration k trains on fresh task indices [k*T, (k+1)*T); held-out tasks are always 0..H-1.
+
+    One range per domain and split, however many tasks: the workers expand the indices."""
     r = config.rollout
     start = iteration * r.tasks_per_domain
-    specs = [(d, "train", i) for d in r.domains for i in range(start, start + r.tasks_per_domain)]
-    specs += [(d, "heldout", i) for d in r.domains for i in range(r.heldout_per_domain)]
-    return specs
+    ranges = [TaskRange(d, "train", start, start + r.tasks_per_domain) for d in r.domains]
+    ranges += [TaskRange(d, "heldout", 0, r.heldout_per_domain) for d in r.domains]
+    return [t for t in ranges if t.stop > t.start]
 
 
 class Rollout(beam.PTransform):
@@ -61,7 +63,7 @@ class Rollout(beam.PTransform):
         config, spec, r = self.config, self.spec, self.config.rollout
         ids = dict(run_id=spec.run_id, iteration=spec.iteration, policy_version=spec.policy_version)
         read = pbegin | "ReadTasks" >> ReadTasks(
-            specs=task_specs(config, spec.iteration), patterns=r.task_files, seed=config.seed,
+            ranges=task_ranges(config, spec.iteration), patterns=r.task_files, seed=config.seed,
             max_prompt_bytes=MAX_PROMPT_BYTES)
         train_tasks, heldout_tasks = read["tasks"] | "BySplit" >> beam.Partition(
             lambda t, n: int(t.get("split") == "heldout"), 2)

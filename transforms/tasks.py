@@ -2,12 +2,17 @@
 
 Every task that cannot be used (unknown domain, missing field, prompt too long, a generator that
 raised) becomes an `errors` row of kind `input`, naming the file and line where there is one.
+
+Generated tasks are described by `TaskRange`s, one per (domain, split): the pipeline graph and the
+driver hold a few ranges whatever the number of tasks, and the workers cut them into chunks and
+expand the indices, so 100k tasks cost the driver what 100 do.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -15,6 +20,29 @@ from apache_beam.io import fileio
 from flywheel.domains.registry import get_domain, prepare_task
 from flywheel.domains.task_files import rows_of_file, where
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
+
+CHUNK_TASKS = 1000  # indices per chunk: the unit of parallelism between workers
+
+
+class TaskRange(NamedTuple):
+    """Tasks `start`..`stop - 1` of one domain's split, as its generator numbers them."""
+    domain: str
+    split: str
+    start: int
+    stop: int
+
+
+def chunks(task_range: TaskRange, size: int = CHUNK_TASKS) -> Iterator[TaskRange]:
+    """`task_range` cut into consecutive ranges of at most `size` tasks."""
+    for start in range(task_range.start, task_range.stop, size):
+        yield task_range._replace(start=start, stop=min(start + size, task_range.stop))
+
+
+def task_indices(task_range: TaskRange) -> Iterator[tuple[str, str, int]]:
+    """The (domain, split, index) of every task in `task_range`, in order."""
+    for index in range(task_range.start, task_range.stop):
+        yield task_range.domain, task_range.split, index
+
 
 def prompt_problem(task: dict, max_prompt_bytes: int) -> str | None:
     size = len(task["prompt"].encode())
@@ -70,22 +98,28 @@ class _ParseTaskFile(beam.DoFn):
 class ReadTasks(beam.PTransform):
     """Tasks as dicts (task_id, domain, prompt, answer, split), plus an `errors` output.
 
-    `specs` are (domain, split, index) triples drawn from the built-in generators; `patterns`
-    are file patterns of JSONL (.jsonl, .jsonl.gz) or Parquet task files (any Beam filesystem).
+    `ranges` are `TaskRange`s of the built-in generators; `patterns` are file patterns of JSONL
+    (.jsonl, .jsonl.gz) or Parquet task files (any Beam filesystem). Ranges are cut into chunks
+    of `chunk_tasks` and the chunks reshuffled (a few hundred small elements), so that on a
+    distributed runner each worker generates, samples and executes its own chunks; the indices
+    themselves only ever exist on the workers.
     """
 
-    def __init__(self, specs: Sequence[tuple[str, str, int]] = (), patterns: Sequence[str] = (),
-                 seed: int = 0, max_prompt_bytes: int = 1 << 20):
+    def __init__(self, ranges: Sequence[TaskRange] = (), patterns: Sequence[str] = (),
+                 seed: int = 0, max_prompt_bytes: int = 1 << 20, chunk_tasks: int = CHUNK_TASKS):
         super().__init__()
-        self.specs, self.patterns = list(specs), list(patterns)
-        self.seed, self.max_prompt_bytes = seed, max_prompt_bytes
+        self.ranges, self.patterns = [TaskRange(*r) for r in ranges], list(patterns)
+        self.seed, self.max_prompt_bytes, self.chunk_tasks = seed, max_prompt_bytes, chunk_tasks
 
     def expand(self, pbegin):
         outputs = []
-        if self.specs:
+        if self.ranges:
             outputs.append(
                 pbegin
-                | "TaskSpecs" >> beam.Create(self.specs, reshuffle=False)
+                | "TaskRanges" >> beam.Create(self.ranges, reshuffle=False)
+                | "Chunks" >> beam.FlatMap(chunks, self.chunk_tasks)
+                | "SpreadChunks" >> beam.Reshuffle()
+                | "TaskIndices" >> beam.FlatMap(task_indices)
                 | "Generate" >> beam.ParDo(_GenerateTask(self.seed, self.max_prompt_bytes))
                 .with_outputs(ERRORS_TAG, main="tasks"))
         for i, pattern in enumerate(self.patterns):
@@ -96,7 +130,7 @@ class ReadTasks(beam.PTransform):
                 | f"Parse{i}" >> beam.ParDo(_ParseTaskFile(self.max_prompt_bytes))
                 .with_outputs(ERRORS_TAG, main="tasks"))
         if not outputs:
-            raise ValueError("ReadTasks needs task specs or task file patterns")
+            raise ValueError("ReadTasks needs task ranges or task file patterns")
         tasks = [o.tasks for o in outputs] | "AllTasks" >> beam.Flatten()
         errors = [o[ERRORS_TAG] for o in outputs] | "AllErrors" >> beam.Flatten()
         return {"tasks": tasks, ERRORS_TAG: errors}

@@ -95,3 +95,36 @@ def test_bad_tasks_and_verifier_exceptions_become_error_rows(tmp_path):
     assert all(r["verdict"] == "error" and r["filter_reason"] == "verifier_error"
                for r in by_task["bad-answer"])
     assert counters["errors_input"] == 3 and counters["errors_environment"] == config.rollout.n_samples
+
+
+def _old_task_specs(config, iteration):
+    """task_specs as it was before the ranges: every (domain, split, index) listed by the driver."""
+    r = config.rollout
+    start = iteration * r.tasks_per_domain
+    specs = [(d, "train", i) for d in r.domains for i in range(start, start + r.tasks_per_domain)]
+    specs += [(d, "heldout", i) for d in r.domains for i in range(r.heldout_per_domain)]
+    return specs
+
+
+def test_task_ranges_expand_on_the_workers_to_the_tasks_the_old_list_gave():
+    """A few ranges, cut into chunks and expanded in the pipeline, give the same task rows (ids,
+    prompts, answers: the same seeds) as the old per-task list, and the graph holds no index."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from flywheel.pipelines.rollout import task_ranges
+    from flywheel.transforms.tasks import ReadTasks, _GenerateTask
+
+    config = tiny_config(tasks_per_domain=7, heldout_per_domain=5)
+    iteration = 2
+    ranges = task_ranges(config, iteration)
+    assert len(ranges) == 2 * len(DOMAINS)  # one per domain and split, whatever the task count
+    old = [t for spec in _old_task_specs(config, iteration)
+           for t in _GenerateTask(config.seed, 1 << 20).process(spec)]
+    assert len(old) == len(DOMAINS) * 12 and old[0]["task_id"].endswith("-train-000014")
+    with TestPipeline() as p:
+        read = p | ReadTasks(ranges=ranges, seed=config.seed, chunk_tasks=3)
+        assert_that(read["tasks"], equal_to(old))
+        assert_that(read["errors"] | beam.combiners.Count.Globally(), equal_to([0]),
+                    label="NoErrors")
