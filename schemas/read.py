@@ -8,10 +8,13 @@ The URI names a table's folder or any partition folder below it; partition keys 
 `domain`) come from the path, also those above the folder read, typed as in the logical schema.
 Before any row is read, every file's schema major version is checked (`check_file_version`), so a
 table written by an incompatible Flywheel fails naming the file instead of with a type error.
-The trainer, `flywheel sql` and the reports all read through here.
+The trainer, `flywheel sql` and the reports all read through here; the trainer streams
+(`scan_batches`), since an iteration of 100k+ attempts need not fit in memory.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -47,10 +50,25 @@ def table_dataset(uri: str, table: str, missing_ok: bool = True) -> ds.Dataset:
 def read_table(uri: str, table: str, columns: list[str] | None = None, filter=None,
                missing_ok: bool = True) -> pa.Table:
     """Rows of `table` under `uri` (see table_dataset); unknown `columns` raise KeyError."""
+    _check_columns(table, columns)
+    return table_dataset(uri, table, missing_ok).to_table(columns=columns, filter=filter)
+
+
+def scan_batches(dataset: ds.Dataset, table: str, columns: list[str],
+                 batch_size: int = 1024) -> Iterator[pa.RecordBatch]:
+    """`columns` of a `table_dataset` as record batches of at most `batch_size` rows, in the
+    dataset's order (the same on every scan: files sorted, rows as written), so that a row's
+    number in the scan names it across scans. Read-ahead is kept to two batches of one file: the
+    memory is a few batches, whatever the table's size."""
+    _check_columns(table, columns)
+    yield from dataset.to_batches(columns=columns, batch_size=batch_size, batch_readahead=2,
+                                  fragment_readahead=1)
+
+
+def _check_columns(table: str, columns: list[str] | None) -> None:
     unknown = [c for c in columns or () if c not in TABLES[table].names]
     if unknown:
         raise KeyError(f"columns {unknown} not in the {table} table")
-    return table_dataset(uri, table, missing_ok).to_table(columns=columns, filter=filter)
 
 
 def check_file_version(fs: pafs.FileSystem, path: str) -> None:

@@ -7,16 +7,19 @@
 Rows sampled from any other weights than the starting checkpoint's are refused (StalePolicyError),
 since training on them updates a policy that did not produce them: a weight sync that failed
 silently would otherwise go unnoticed for as long as the run lasts.
+
+The rows are streamed (trainer/trajectory_stream.py), never all held: an iteration of 100k+
+attempts trains in the memory of one window of rows.
 """
 import logging
 from collections import Counter
 
-from flywheel.schemas import read_table
+from flywheel.schemas.read import table_dataset
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import apply_hyperparams, build_optimizer
 from flywheel.trainer.policy import Policy
-from flywheel.trainer.train_step import TrainConfig, pick_device, train_on_rows
-from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS
+from flywheel.trainer.train_step import TrainConfig, pick_device, train_on_minibatches
+from flywheel.trainer.trajectory_stream import WINDOW_ROWS, StreamedRows
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +35,19 @@ def train_iteration(
     cfg: TrainConfig,
     seed: int,
     reference_checkpoint_uri: str | None = None,
+    window_rows: int = WINDOW_ROWS,
 ) -> dict:
     """Train the policy at `init_checkpoint_uri` on one iteration's trajectories; save and return stats.
 
     `reference_checkpoint_uri` (the run's initial policy, usually) is the frozen reference of the
-    KL term; it is loaded only when cfg.kl_coef > 0, and then required.
+    KL term; it is loaded only when cfg.kl_coef > 0, and then required. `window_rows` bounds the
+    rows held at once (see trajectory_stream.py); it changes the reads, never the result.
     """
     device = pick_device()
-    columns = [*TRAIN_COLUMNS, "checkpoint_digest"]
-    rows = read_table(trajectories_uri, "trajectories", columns=columns,
-                      missing_ok=False).to_pylist()
+    dataset = table_dataset(trajectories_uri, "trajectories", missing_ok=False)
     ckpt = load_checkpoint(init_checkpoint_uri, device=device)
-    check_sampled_from(rows, ckpt.digest, trajectories_uri, init_checkpoint_uri)
+    rows = StreamedRows(dataset, window_rows=window_rows)  # one pass: sizes and digests
+    check_sampled_from(rows.digests, ckpt.digest, trajectories_uri, init_checkpoint_uri)
     policy = ckpt.policy
     optimizer = build_optimizer(policy, **cfg.adamw())
     if ckpt.optimizer_state is not None:
@@ -52,8 +56,8 @@ def train_iteration(
     reference = None
     if cfg.kl_coef > 0:
         reference = _frozen(reference_checkpoint_uri, device)
-    stats = train_on_rows(policy, optimizer, rows, cfg, seed=seed, device=device,
-                          reference=reference)
+    stats = train_on_minibatches(policy, optimizer, rows, cfg, seed=seed, device=device,
+                                 reference=reference)
     meta = {
         "policy_version": int(ckpt.meta.get("policy_version", 0)) + 1,
         "train_stats": stats,
@@ -63,24 +67,27 @@ def train_iteration(
     return stats
 
 
-def check_sampled_from(rows: list[dict], digest: str, trajectories_uri: str,
+def check_sampled_from(digests: Counter, digest: str, trajectories_uri: str,
                        checkpoint_uri: str) -> None:
     """Refuse rows whose `checkpoint_digest` is not `digest`, naming both digests and the counts;
-    rows without one (tables of schema 1.0, before digests were recorded) pass with a warning."""
-    found = Counter(r.get("checkpoint_digest") for r in rows)
+    rows without one (tables of schema 1.0, before digests were recorded) pass with a warning.
+
+    `digests` counts the rows by the digest they record (None: none), as the rows streamed past."""
+    found = Counter(digests)
+    total = sum(found.values())
     unknown = found.pop(None, 0)
     others = {d: n for d, n in found.items() if d != digest}
     if others:
         sampled = ", ".join(f"{n} row(s) from {d}" for d, n in sorted(others.items()))
         raise StalePolicyError(
-            f"{trajectories_uri}: {sum(others.values())} of {len(rows)} trajectory rows were not "
+            f"{trajectories_uri}: {sum(others.values())} of {total} trajectory rows were not "
             f"sampled from the checkpoint the trainer starts from ({checkpoint_uri}, digest "
             f"{digest}): {sampled}; the rollout sampled a stale or other policy, so refusing to "
             "train on them")
     if unknown:
         log.warning("%s: %d of %d trajectory rows record no checkpoint_digest (tables of schema "
                     "1.0 have none): cannot check they were sampled from %s (%s)",
-                    trajectories_uri, unknown, len(rows), checkpoint_uri, digest)
+                    trajectories_uri, unknown, total, checkpoint_uri, digest)
 
 
 def _frozen(uri: str | None, device) -> Policy:

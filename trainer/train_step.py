@@ -1,11 +1,15 @@
 """One policy update: rows of trajectories in, optimizer steps out.
 
-`train_on_rows` is the RL step (PPO-style epochs over shuffled minibatches, loss by name from
-the registry, optional KL to a frozen reference); `supervised_step` is the warm start on
+`train_on_minibatches` is the RL step (PPO-style epochs over shuffled minibatches, loss by name
+from the registry, optional KL to a frozen reference) over any `MinibatchSource`: rows in memory
+(`train_on_rows`) or streamed from Parquet (trainer/trajectory_stream.py, what train_iteration
+uses); both draw the same minibatches from the same seed. `supervised_step` is the warm start on
 demonstrations.
 """
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -37,8 +41,12 @@ class TrainConfig:
 
     def loss_overrides(self, rows: list[dict]) -> dict:
         """The keywords this config sets for the loss (unset ones keep the loss's defaults)."""
+        return self.loss_overrides_for(max((len(r["response_token_ids"]) for r in rows), default=0))
+
+    def loss_overrides_for(self, longest_response: int) -> dict:
+        """loss_overrides, given the longest response of the update rather than its rows."""
         set_ = {"clip_low": self.clip_low, "clip_high": self.clip_high}
-        norm = self.norm_length or max((len(r["response_token_ids"]) for r in rows), default=0)
+        norm = self.norm_length or longest_response
         return {**{k: v for k, v in set_.items() if v is not None}, "norm_length": norm or None}
 
     def adamw(self) -> dict:
@@ -60,7 +68,36 @@ def pick_device() -> torch.device:
     return torch.device("cpu")
 
 
-@torch.enable_grad()  # training needs autograd even if a caller switched it off globally
+class MinibatchSource(Protocol):
+    """The rows of one update that carry signal (not filtered, advantage != 0), however stored.
+
+    `minibatches(order, size)` yields lists of row dicts: the rows numbered order[0:size], then
+    order[size:2*size], ..., where row i is the i-th row with signal in table order. The sizes
+    are known before any row is drawn (the loss's norm_length needs the longest response).
+    """
+    n_sequences: int      # rows with signal
+    n_tokens: int         # their response tokens
+    longest_response: int
+    n_non_finite: int     # rows with signal whose advantage is NaN or infinite
+
+    def minibatches(self, order: np.ndarray, size: int) -> Iterator[list[dict]]: ...
+
+
+class RowsInMemory:
+    """A MinibatchSource over a list of row dicts (tests, benchmarks, small updates)."""
+
+    def __init__(self, rows: list[dict]):
+        self.rows = [r for r in rows if not r["filtered"] and r["advantage"] != 0]
+        self.n_sequences = len(self.rows)
+        self.n_tokens = sum(len(r["response_token_ids"]) for r in self.rows)
+        self.longest_response = max((len(r["response_token_ids"]) for r in self.rows), default=0)
+        self.n_non_finite = sum(not np.isfinite(r["advantage"]) for r in self.rows)
+
+    def minibatches(self, order: np.ndarray, size: int) -> Iterator[list[dict]]:
+        for start in range(0, len(order), size):
+            yield [self.rows[i] for i in order[start : start + size]]
+
+
 def train_on_rows(
     policy: Policy,
     optimizer: torch.optim.Optimizer,
@@ -70,38 +107,48 @@ def train_on_rows(
     device: str | torch.device = "cpu",
     reference: Policy | None = None,
 ) -> dict:
+    """train_on_minibatches over rows held in memory."""
+    return train_on_minibatches(policy, optimizer, RowsInMemory(rows), cfg, seed, device, reference)
+
+
+@torch.enable_grad()  # training needs autograd even if a caller switched it off globally
+def train_on_minibatches(
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    source: MinibatchSource,
+    cfg: TrainConfig,
+    seed: int,
+    device: str | torch.device = "cpu",
+    reference: Policy | None = None,
+) -> dict:
     """`cfg.epochs` passes of minibatch updates over the rows that carry signal.
 
-    Rows flagged `filtered` or with zero advantage are dropped (they add no gradient, only cost).
-    `reference` (frozen, eval mode) is required when cfg.kl_coef > 0. Returns, averaged over
-    steps: loss, pg_loss, clip_frac, approx_kl (to the sampling policy), grad_norm (pre-clip),
-    entropy (Monte-Carlo: the mean of -log pi over the sampled tokens), kl (to the reference,
-    when one is used); logprob_diff_mean/max: |training - sampling log-prob| of the same ids,
-    measured on the first microbatch before any step (a mismatch that grows means the trainer
-    does not train the policy that sampled); and counts.
+    Rows flagged `filtered` or with zero advantage are left out by the source (they add no
+    gradient, only cost). Each epoch draws a fresh permutation of all of them from `seed`, so the
+    minibatches do not depend on how the rows are stored. `reference` (frozen, eval mode) is
+    required when cfg.kl_coef > 0. Returns, averaged over steps: loss, pg_loss, clip_frac,
+    approx_kl (to the sampling policy), grad_norm (pre-clip), entropy (Monte-Carlo: the mean of
+    -log pi over the sampled tokens), kl (to the reference, when one is used);
+    logprob_diff_mean/max: |training - sampling log-prob| of the same ids, measured on the first
+    microbatch before any step (a mismatch that grows means the trainer does not train the policy
+    that sampled); and counts.
     """
     if cfg.kl_coef > 0 and reference is None:
         raise ValueError(f"kl_coef={cfg.kl_coef} needs a reference policy")
-    rows = [r for r in rows if not r["filtered"] and r["advantage"] != 0]
-    if not all(np.isfinite(r["advantage"]) for r in rows):
+    if source.n_non_finite:
         raise ValueError("non-finite advantage in trajectories: refusing to train on them")
     names = ["loss", "pg_loss", "clip_frac", "approx_kl", "grad_norm", "entropy"]
     names += ["kl"] if cfg.kl_coef > 0 else []
     stats = dict.fromkeys(names, 0.0)
-    counts = {
-        "n_sequences": len(rows),
-        "n_tokens": sum(len(r["response_token_ids"]) for r in rows),
-        "n_steps": 0,
-    }
-    if not rows:
+    counts = {"n_sequences": source.n_sequences, "n_tokens": source.n_tokens, "n_steps": 0}
+    if not source.n_sequences:
         return {**stats, **counts}
     rng = np.random.default_rng(seed)
-    step = _Step(policy, cfg, cfg.loss_overrides(rows), reference, device)
+    step = _Step(policy, cfg, cfg.loss_overrides_for(source.longest_response), reference, device)
     policy.module.train()
     for _ in range(cfg.epochs):
-        order = rng.permutation(len(rows))
-        for start in range(0, len(rows), cfg.minibatch_size):
-            minibatch = [rows[i] for i in order[start : start + cfg.minibatch_size]]
+        order = rng.permutation(source.n_sequences)
+        for minibatch in source.minibatches(order, cfg.minibatch_size):
             optimizer.zero_grad(set_to_none=True)
             step_stats = step.accumulate(minibatch)
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.module.parameters(), cfg.max_grad_norm)

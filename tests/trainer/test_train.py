@@ -171,3 +171,56 @@ def test_supervised_warm_start_learns_reversal():
     policy.module.eval()
     out = policy.sample(prompts, [0.0] * len(prompts), list(range(len(prompts))), 8)
     assert [policy.decode(s.token_ids) for s in out] == [a for _, a in pairs]
+
+
+def _two_partitions(tmp_path, policy):
+    """An iteration's table in two files (domain=a, domain=b): filtered, zero-advantage and
+    signal rows mixed, as the rollout writes them."""
+    rows = _rollout(policy, n_tasks=8, group=4) + _rollout(policy, n_tasks=4, group=4, seed=1)
+    folder = tmp_path / "tables" / "trajectories" / "iteration=0"
+    _write(folder / "domain=a", rows[:20], flywheel_format=True)
+    _write(folder / "domain=b", rows[20:], flywheel_format=True)
+    return folder
+
+
+def test_streamed_rows_draw_the_minibatches_rows_in_memory_draw(tmp_path):
+    from flywheel.schemas.read import table_dataset
+    from flywheel.trainer.train_step import RowsInMemory
+    from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS
+    from flywheel.trainer.trajectory_stream import StreamedRows
+
+    folder = _two_partitions(tmp_path, _policy())
+    in_memory = RowsInMemory(read_table(str(folder), "trajectories", columns=TRAIN_COLUMNS).to_pylist())
+    order = np.random.default_rng(0).permutation(in_memory.n_sequences)
+    expected = list(in_memory.minibatches(order, 4))
+    for window, batch_size in [(8, 5), (12, 1024), (10_000, 3)]:  # many windows; one, kept
+        streamed = StreamedRows(table_dataset(str(folder), "trajectories"), window, batch_size)
+        for name in ("n_sequences", "n_tokens", "longest_response", "n_non_finite"):
+            assert getattr(streamed, name) == getattr(in_memory, name), name
+        assert streamed.n_rows == 48 and 0 < streamed.n_sequences < 48
+        for _ in range(2):  # a second epoch reads again (or reuses the one window)
+            assert list(streamed.minibatches(order, 4)) == expected
+
+
+def test_the_streamed_trainer_trains_the_weights_the_in_memory_trainer_did(tmp_path):
+    """train_iteration (streamed, windows smaller than the iteration) and the former in-memory
+    read (all rows to_pylist, then train_on_rows) give the same stats and the same weights."""
+    from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS
+
+    policy = _policy()
+    policy.module.eval()
+    folder = _two_partitions(tmp_path, policy)
+    save_checkpoint(str(tmp_path / "ck0"), policy, None, {"policy_version": 0})
+    cfg = TrainConfig(minibatch_size=4, epochs=2)
+
+    rows = read_table(str(folder), "trajectories", columns=TRAIN_COLUMNS).to_pylist()
+    in_memory = load_checkpoint(str(tmp_path / "ck0")).policy
+    expected = train_on_rows(in_memory, _optimizer(in_memory, cfg), rows, cfg, seed=7)
+    for window in (8, 10_000):
+        out = tmp_path / f"ck-{window}"
+        stats = train_iteration(str(folder), str(tmp_path / "ck0"), str(out), cfg, seed=7,
+                                window_rows=window)
+        assert stats == expected and expected["n_sequences"] > 2 * 8  # three windows of 8 or more
+        trained = load_checkpoint(str(out)).policy.module.state_dict()
+        for name, value in in_memory.module.state_dict().items():
+            assert torch.equal(trained[name], value), name
