@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from flywheel.domains.registry import DEFAULT_DOMAINS
+from flywheel.pipelines.option_items import parse_options  # noqa: F401 (its home for callers)
 from flywheel.trainer.train_step import TrainConfig
 
 
@@ -22,19 +23,10 @@ class RolloutSettings:
     sandbox: str = "local"
     sandbox_options: tuple[str, ...] = ()  # KEY=VALUE options of the backend, e.g. runtime=runsc
     max_batch_size: int = 256
+    max_turns: int = 0                    # turns per episode of a domain with tools; 0: each domain's own
+    episode_tokens: int = 0               # token budget of one episode (0: the policy's context)
+    observation_chars: int = 2000         # longer observations are cut in the middle, marked
     shards: int = 1                       # Parquet files per table partition, written in parallel
-
-
-def parse_options(pairs: tuple[str, ...]) -> dict[str, object]:
-    """("runtime=runsc", "warm=false") -> {"runtime": "runsc", "warm": False}: backend kwargs."""
-    options: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"option {pair!r} is not KEY=VALUE")
-        lowered = value.lower()
-        options[key] = {"true": True, "false": False}.get(lowered, int(value) if value.isdigit() else value)
-    return options
 
 
 @dataclass(frozen=True)
@@ -57,7 +49,7 @@ class PolicySpec:
     options: tuple[str, ...] = ()
 
     def parsed_options(self) -> dict[str, object]:
-        options = parse_options(self.options)
+        options = parse_options(self.options, "--policy-options")
         if self.model:
             if options.get("model", self.model) != self.model:
                 raise ValueError(f"--model {self.model} and --policy-options "

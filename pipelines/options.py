@@ -16,6 +16,7 @@ import argparse
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.config import RunConfig, parse_options
+from flywheel.pipelines.option_items import split_items
 from flywheel.sandbox import available_backends, check_options
 from flywheel.trainer.advantages import ADVANTAGES
 from flywheel.trainer.losses import LOSSES
@@ -36,13 +37,21 @@ RUN_FLAGS = {
     "--advantage": ("rollout.advantage", str, ADVANTAGES.help("advantage estimator")),
     "--sandbox": ("rollout.sandbox", str, f"sandbox backend ({', '.join(available_backends())})"),
     "--sandbox-options": ("rollout.sandbox_options", LIST,
-                          "comma-separated KEY=VALUE backend options, e.g. runtime=runsc"),
+                          "comma-separated KEY=VALUE backend options, e.g. runtime=runsc; quote a "
+                          "value that holds commas: KEY=\"a, b\""),
+    "--max-turns": ("rollout.max_turns", int, "turns per episode for domains with tools (0: each "
+                    "domain's default; python_tests tasks become multi-turn with test feedback)"),
+    "--episode-tokens": ("rollout.episode_tokens", int,
+                         "token budget of one episode (0: the policy's context)"),
+    "--observation-chars": ("rollout.observation_chars", int,
+                            "longest tool observation shown to the policy; the middle is cut"),
     "--shards": ("rollout.shards", int, "Parquet files per table partition, written in parallel"),
     "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
     "--model": ("policy.model", str, "the policy's model (hf: a local directory, a .gguf file, a "
                 "gs:// URI, or a named model: " + NAMED_MODELS.help() + ")"),
     "--policy-options": ("policy.options", LIST,
-                         "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128"),
+                         "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128; "
+                         "quote a value that holds commas: system_prompt=\"Be brief, exact.\""),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
     "--lr": ("train.lr", float, "RL learning rate"),
     "--loss": ("train.loss", str, LOSSES.help("policy loss")),
@@ -82,10 +91,14 @@ class FlywheelOptions(PipelineOptions):
             value = given.get(_dest(flag))
             if value is None:
                 continue
-            _set(values, key, tuple(x for x in value.split(",") if x) if kind is LIST else value)
+            if kind is LIST:  # KEY=VALUE options may quote a value holding commas
+                value = split_items(value, flag) if key.endswith("options") else \
+                    tuple(x for x in value.split(",") if x)
+            _set(values, key, value)
             explicit.add(key)
         config = RunConfig.from_dict(values)
-        check_options(config.rollout.sandbox, parse_options(config.rollout.sandbox_options))
+        check_options(config.rollout.sandbox,
+                      parse_options(config.rollout.sandbox_options, "--sandbox-options"))
         config.policy.parsed_options()
         POLICIES.get(config.policy.backend)
         ADVANTAGES.get(config.rollout.advantage)

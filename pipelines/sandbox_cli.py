@@ -23,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+from flywheel.pipelines.option_items import parse_options, split_items
 from flywheel.sandbox import BACKENDS, Limits
 
 
@@ -73,10 +74,8 @@ def backend_options(args, one_shot: bool = True) -> dict:
     options = backend_class(args.backend).one_shot_options() if one_shot else {}
     aliases = {"runtime": getattr(args, "docker_runtime", None), "base_url": getattr(args, "docker_host", None)}
     options.update({key: value for key, value in aliases.items() if value is not None})
-    pairs = tuple(pair for pair in args.sandbox_options.split(",") if pair)
-    if pairs:  # the run config's parser (it imports the trainer: only when needed)
-        from flywheel.pipelines.config import parse_options
-        options.update(parse_options(pairs))
+    options.update(parse_options(split_items(args.sandbox_options, "--sandbox-options"),
+                                 "--sandbox-options"))
     return options
 
 

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from rich.markup import escape
 
 from flywheel.domains.task_files import where
+from flywheel.pipelines.option_items import parse_options, split_items
 from flywheel.pipelines.tasks_cli import load_tasks, read_rows
 from flywheel.sandbox import BACKENDS
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds
@@ -92,10 +93,8 @@ def add_parser(sub) -> None:
 def sandbox_options(args) -> dict:
     """--sandbox-options as the backend's kwargs; ValueError for a malformed or unknown option."""
     from flywheel.sandbox import check_options
-    pairs, options = tuple(pair for pair in args.sandbox_options.split(",") if pair), {}
-    if pairs:  # the run config's parser (it imports the trainer: only when needed)
-        from flywheel.pipelines.config import parse_options
-        options = parse_options(pairs)
+    options = parse_options(split_items(args.sandbox_options, "--sandbox-options"),
+                            "--sandbox-options")
     check_options(args.sandbox, options)
     return options
 
