@@ -1,0 +1,93 @@
+"""`chat_format`: instructions about the shape of a reply, each checked by a program
+(`format_rules` verifier): an exact word count, a JSON object with given keys, a bulleted list
+of N items, all lower case, a word repeated N times.
+
+    "Write one sentence about rivers that is exactly 7 words long. Reply with the sentence only."
+    rules: [{"rule": "word_count", "n": 7}, {"rule": "contains", "words": ["rivers"]}]
+
+Rules that an empty or evasive reply could meet are paired with one that needs the task's own
+content (its topic word, distinct items, non-empty values), so saying nothing never scores.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from flywheel.domains.registry import Domain, register_domain
+
+TOPICS = ["rivers", "coffee", "winter", "bicycles", "libraries", "music", "gardens", "bread",
+          "mountains", "robots", "trains", "oceans"]
+PAD = "is something many people enjoy seeing on a calm sunny day".split()
+JSON_THINGS = {
+    "a book": ["title", "author", "genre", "setting", "language"],
+    "a city": ["name", "country", "landmark", "river", "climate"],
+    "a meal": ["dish", "main_ingredient", "cuisine", "course", "drink"],
+    "a pet": ["name", "species", "color", "favorite_toy", "owner"],
+    "a trip": ["destination", "transport", "season", "companion", "purpose"],
+}
+CATEGORIES = {
+    "colors": ["red", "blue", "green", "yellow", "purple", "orange"],
+    "fruits": ["apple", "banana", "cherry", "mango", "pear", "plum"],
+    "animals": ["cat", "dog", "horse", "rabbit", "eagle", "whale"],
+    "countries": ["France", "Japan", "Brazil", "Kenya", "Canada", "India"],
+    "musical instruments": ["piano", "violin", "guitar", "flute", "drum", "cello"],
+}
+OBJECTS = ["kettle", "ladder", "compass", "umbrella", "lantern", "stapler", "telescope", "hammock"]
+WORDS = ["yes", "blue", "hello", "maple", "echo", "ping", "star", "coffee"]
+
+
+def _word_count(rng):
+    topic, n = rng.choice(TOPICS), rng.randint(5, 12)
+    reference = " ".join([topic.capitalize(), *PAD[:n - 1]]) + "."
+    return (f"Write one sentence about {topic} that is exactly {n} words long. Reply with the "
+            "sentence only.", [{"rule": "word_count", "n": n}, {"rule": "contains", "words": [topic]}],
+            reference)
+
+
+def _json_keys(rng):
+    thing = rng.choice(sorted(JSON_THINGS))
+    keys = rng.sample(JSON_THINGS[thing], rng.randint(2, 4))
+    reference = json.dumps({k: f"some {k.replace('_', ' ')}" for k in keys})
+    return (f"Describe {thing} as a JSON object with exactly these keys: {', '.join(keys)}. Every "
+            "value is a short string. Reply with the JSON only.",
+            [{"rule": "json_keys", "keys": keys}], reference)
+
+
+def _bullets(rng):
+    category, n = rng.choice(sorted(CATEGORIES)), rng.randint(3, 5)
+    reference = "\n".join(f"- {x}" for x in rng.sample(CATEGORIES[category], n))
+    return (f"List exactly {n} {category}, one per line, each line starting with \"- \". Reply "
+            "with the list only.", [{"rule": "bullet_lines", "n": n, "prefix": "- "}], reference)
+
+
+def _lowercase(rng):
+    thing = rng.choice(OBJECTS)
+    return (f"In one short sentence written entirely in lowercase letters, tell me what a {thing} "
+            "is.", [{"rule": "lowercase"}, {"rule": "contains", "words": [thing]}],
+            f"a {thing} is a thing people use at home or outdoors.")
+
+
+def _repeat(rng):
+    word, n = rng.choice(WORDS), rng.randint(2, 6)
+    return (f"Write the word \"{word}\" exactly {n} times, separated by commas, and nothing else.",
+            [{"rule": "repeated", "word": word, "n": n, "sep": ", "}], ", ".join([word] * n))
+
+
+KINDS = (_word_count, _json_keys, _bullets, _lowercase, _repeat)
+
+
+@register_domain
+class ChatFormat(Domain):
+    name = "chat_format"
+    verifier = "format_rules"
+    description = "format instructions (word count, JSON keys, N bullets, lowercase, repeats), checked by program"
+    max_new_tokens = 48
+    required_fields = ("task_id", "prompt", "rules")
+
+    def sample_task(self, rng: random.Random) -> dict:
+        prompt, rules, reference = rng.choice(KINDS)(rng)
+        return {"prompt": prompt, "rules": rules, "answer": reference}
+
+    def demonstration(self, task: dict, rng: random.Random) -> str:
+        return task["answer"]
