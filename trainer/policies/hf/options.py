@@ -1,6 +1,7 @@
 """The `hf` backend's options: which model, and how it samples (KEY=VALUE settings of the run).
 
     flywheel run --policy hf --policy-options model=DIR,top_p=0.95,stop=</answer>
+    flywheel run --policy hf --policy-options model=DIR,engine=vllm   # sample with vLLM
 
 A checkpoint stores the sampling options beside the weights, so an iteration samples the way
 the run asked whatever process loads it.
@@ -26,6 +27,8 @@ class HFOptions:
     lora_r: int = 0                # > 0: train a LoRA adapter of this rank (peft), the base frozen
     lora_alpha: float = 0.0        # LoRA scale numerator; 0: 2 x lora_r
     lora_targets: str = "q_proj|k_proj|v_proj|o_proj"  # module names, "|"-separated, or all-linear
+    engine: str = "hf"             # who samples: hf (sampling.py) or vllm (vllm_engine.py, an extra)
+    vllm_gpu_memory: float = 0.5   # engine=vllm on a GPU: the fraction of its memory vLLM may take
 
     def __post_init__(self):
         if not 0 < self.top_p <= 1:
@@ -34,6 +37,11 @@ class HFOptions:
             raise ValueError(f"lora_r must be >= 0, got {self.lora_r}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+        if self.engine not in ("hf", "vllm"):
+            raise ValueError(f"engine must be hf or vllm, got {self.engine!r}")
+        if self.engine == "vllm" and self.top_p < 1:
+            raise ValueError("engine=vllm samples with top_p=1 only: vLLM's logprobs under top-p "
+                             "are of the renormalized nucleus, not what the trainer scores")
 
     @property
     def stop_strings(self) -> tuple[str, ...]:

@@ -4,7 +4,8 @@ offline in about a second, for tests, demos and the default `--policy hf` run.
 The tokenizer is a byte-level BPE (512 ids) trained with the `tokenizers` library on a few KB
 of generated text like the built-in domains' prompts, with ChatML specials and a chat template,
 so it exercises everything a real model's does: multi-byte merges, special tokens, a template,
-an EOS that ends the assistant's turn. Same seed, same files.
+an EOS that ends the assistant's turn. Same seed, same files. `head_dim=32` builds the variant
+vLLM's CPU attention accepts (it has kernels for head sizes 32 and up, not 16).
 """
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def corpus(seed: int, lines: int = 400) -> list[str]:
     return out
 
 
-def build_tiny_llama(directory: str | Path, seed: int = 0) -> str:
-    """Write the model and its tokenizer into `directory` (save_pretrained); returns it."""
+def build_tiny_llama(directory: str | Path, seed: int = 0, head_dim: int = 16) -> str:
+    """Write the model and its tokenizer into `directory` (save_pretrained); returns it.
+    `head_dim` is per attention head (16 = hidden size / heads, the default model)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -53,6 +55,7 @@ def build_tiny_llama(directory: str | Path, seed: int = 0) -> str:
     tokenizer.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=head_dim,
                          max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=None,
                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(seed)

