@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from flywheel.domains.dataset import DatasetDomain
+from flywheel.domains.episodes import SOLVED, EpisodeDomain, Step
 from flywheel.domains.registry import SandboxNeeds, register_domain
+from flywheel.domains.report_channel import harness_report
+from flywheel.domains.tools import RUN_TESTS, SUBMIT
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "pytests.py").read_text()
 REPORT_MARKER = "FLYWHEEL-PYTESTS "  # starts the harness's report line; the verifier looks for it
@@ -176,8 +179,13 @@ def solution_source(task: dict, response: str) -> str:
     return prefix + response  # does not parse: the harness reports the SyntaxError
 
 
-class PythonTestsDomain(DatasetDomain):
-    """Tasks checked by running their unit tests against the response in the sandbox."""
+class PythonTestsDomain(DatasetDomain, EpisodeDomain):
+    """Tasks checked by running their unit tests against the response in the sandbox.
+
+    Multi-turn (--max-turns N): `run_tests` runs the code against the task's visible cases only
+    and shows which fail; visible cases all passing, or `submit`, ends the episode. The episode's
+    last code is then scored like a single response, hidden cases included.
+    """
 
     verifier = "python_tests"
     report_marker = REPORT_MARKER
@@ -186,6 +194,8 @@ class PythonTestsDomain(DatasetDomain):
     prompt_template = "{text}\nYour code should pass these tests:\n{tests}"  # MBPP rows without a prompt
     max_new_tokens = 24
     case_timeout_s = 1.0
+    tools = (RUN_TESTS, SUBMIT)
+    plain_tool = RUN_TESTS.name
 
     def validate_task(self, task: dict) -> list[str]:
         problems = super().validate_task(task)
@@ -219,6 +229,30 @@ class PythonTestsDomain(DatasetDomain):
         return {"files": {"harness.py": HARNESS, "solution.py": solution_source(task, response)},
                 "command": ["python", "harness.py"], "stdin": json.dumps(plan),
                 "limits": {**self.sandbox.limits(), "timeout_s": timeout}}
+
+    def tool_program(self, task: dict, state: dict, call, marker: str = REPORT_MARKER) -> dict:
+        spec = self.program(task, call.arguments["code"], marker=marker)
+        plan = json.loads(spec["stdin"])
+        plan["steps"] = [s for s in plan["steps"] if not s["hidden"]]  # hidden cases stay hidden
+        return {**spec, "stdin": json.dumps(plan)}
+
+    def observe(self, task: dict, state: dict, call, result) -> Step:
+        state = {**state, "answer": call.arguments["code"]}
+        report, problem, _ = harness_report(result, REPORT_MARKER)
+        if report is None:
+            return Step(f"the tests did not run: {problem}", state, None, 0.0)
+        cases = report.get("cases") or []
+        passed = sum(c.get("passed") is True for c in cases)
+        shown = {s.get("name"): s["code"] for s in test_plan(task)["steps"] if s["kind"] == "case"}
+        lines = [f"{passed}/{len(cases)} visible tests pass" if cases else "no visible tests; the code ran"]
+        lines += [f"FAIL {shown.get(c.get('name'), c.get('name'))}: {c.get('error')}"
+                  for c in cases if c.get("passed") is not True][:5]
+        if report.get("import_error"):
+            lines.append(f"error: {report['import_error']}")
+        if report.get("stderr_tail"):
+            lines.append(report["stderr_tail"][-600:])
+        solved = SOLVED if cases and passed == len(cases) else None
+        return Step("\n".join(lines), state, solved, passed / len(cases) if cases else None)
 
 
 @register_domain

@@ -12,7 +12,9 @@ always flagged. Lines are split as the verifiers split them (str.splitlines).
 
 from __future__ import annotations
 
+import json
 import secrets
+from typing import Any
 
 FORGED = "FORGED "
 
@@ -34,3 +36,26 @@ def authenticate(stdout: str, marker: str, nonce: str) -> str:
     mine, lines = signed(marker, nonce), stdout.splitlines(keepends=True)
     return "".join(marker + line[len(mine):] if line.startswith(mine)
                    else FORGED + line if line.startswith(marker) else line for line in lines)
+
+
+def harness_report(execution: Any, marker: str) -> tuple[dict | None, str, list[str]]:
+    """(report, problem, flags): the harness's last report line, or None and why there is none.
+
+    Only the harness writes to the sandbox's stdout, and it writes its one report last, then exits
+    0; anything else means it did not finish. A line the run's nonce did not sign (FORGED, see
+    domains/report_channel.py) is never a report. Killed by a signal that no limit explains means the
+    untrusted code killed it, and more than one report line means something forged one: flagged.
+    """
+    if execution is None:
+        raise ValueError("this verifier needs the sandbox's execution result")
+    all_lines = execution.stdout.splitlines()
+    lines = [line for line in all_lines if line.startswith(marker)]
+    forged = len(lines) > 1 or any(line.startswith(FORGED + marker) for line in all_lines)
+    flags = ["forged_report"] if forged else []  # the harness prints exactly one, last
+    if lines and execution.exit_code == 0 and not execution.kill_reason:
+        report = json.loads(lines[-1][len(marker):])
+        if isinstance(report, dict):
+            return report, "", flags
+    reason = execution.kill_reason or f"exit code {execution.exit_code}"
+    flags += ["killed_harness"] if execution.kill_reason == "signal" else []
+    return None, f"the harness did not report ({reason}): {execution.stderr[-300:]}", flags

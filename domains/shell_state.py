@@ -14,15 +14,12 @@ import re
 import string
 from pathlib import Path
 
-from flywheel.domains.registry import Domain, SandboxNeeds, ToolSpec, register_domain
+from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
+from flywheel.domains.tools import RUN_SHELL
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "shell.py").read_text()
 REPORT_MARKER = "FLYWHEEL-SHELL "  # starts the harness's report line; the verifier looks for it
 _BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.S | re.I)
-RUN_SHELL = ToolSpec("run_shell", "Run a bash command in the task's working directory.", {
-    "type": "object", "required": ["command"], "additionalProperties": False,
-    "properties": {"command": {"type": "string", "maxLength": 4000},
-                   "timeout_s": {"type": "number", "minimum": 0.1, "maximum": 10}}})
 
 
 def script_of(response: str) -> str:

@@ -26,6 +26,7 @@ class RolloutSettings:
     max_turns: int = 0                    # turns per episode of a domain with tools; 0: each domain's own
     episode_tokens: int = 0               # token budget of one episode (0: the policy's context)
     observation_chars: int = 2000         # longer observations are cut in the middle, marked
+    turn_discount: float = 1.0            # discount of later turns' rewards in per-turn returns
     shards: int = 1                       # Parquet files per table partition, written in parallel
 
 

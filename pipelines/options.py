@@ -45,6 +45,10 @@ RUN_FLAGS = {
                          "token budget of one episode (0: the policy's context)"),
     "--observation-chars": ("rollout.observation_chars", int,
                             "longest tool observation shown to the policy; the middle is cut"),
+    "--turn-discount": ("rollout.turn_discount", float,
+                        "discount of later turns' rewards in an episode's per-turn returns"),
+    "--credit": ("train.credit", str, "outcome: every token of an attempt shares its advantage; "
+                 "turn: each episode turn's tokens get that turn's (discounted return)"),
     "--shards": ("rollout.shards", int, "Parquet files per table partition, written in parallel"),
     "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
     "--model": ("policy.model", str, "the policy's model (hf: a local directory, a .gguf file, a "

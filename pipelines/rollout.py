@@ -20,12 +20,14 @@ from flywheel.pipelines.layout import RunLayout
 from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
+from flywheel.transforms.episodes import Episodes, is_multi_turn, turn_stages
 from flywheel.transforms.expand import Expand
 from flywheel.transforms.filters import FilterTrajectories
 from flywheel.transforms.generate import Generate, PolicyModelHandler
 from flywheel.transforms.metrics import ComputeMetrics, heldout_values, train_values
 from flywheel.transforms.rewards import NormalizeRewards
 from flywheel.transforms.tasks import ReadTasks, TaskRange
+from flywheel.transforms.turn import EpisodeModelHandler
 from flywheel.transforms.verify import Verify
 from flywheel.transforms.write_tables import WriteTable
 
@@ -73,22 +75,35 @@ class Rollout(beam.PTransform):
         heldout = heldout_tasks | "ExpandHeldout" >> Expand(
             **ids, seed=config.seed, n_samples=1, temperature=0.0, mode="heldout")
 
-        handler = PolicyModelHandler(spec.checkpoint_uri, backend=config.policy.backend,
-                                     options=config.policy.parsed_options(), init_seed=config.seed,
-                                     max_batch_size=r.max_batch_size)
-        executed = ((train, heldout) | "AllAttempts" >> beam.Flatten()
-                    | "Generate" >> Generate(handler)
-                    | "Execute" >> Execute(backend=r.sandbox, options=parse_options(r.sandbox_options)))
+        policy = dict(checkpoint_uri=spec.checkpoint_uri, backend=config.policy.backend,
+                      options=config.policy.parsed_options(), init_seed=config.seed,
+                      max_batch_size=r.max_batch_size)
+        handler = PolicyModelHandler(**policy)
+        attempts = (train, heldout) | "AllAttempts" >> beam.Flatten()
+        sandbox = dict(backend=r.sandbox, options=parse_options(r.sandbox_options))
+        stages, turn_errors = turn_stages(r.domains, r.max_turns), ()
+        if stages > 1:  # multi-turn domains unroll their episodes; the others sample once
+            single, multi = attempts | "ByTurns" >> beam.Partition(
+                lambda a, n, m=r.max_turns: int(is_multi_turn(a, m)), 2)
+            episodes = multi | "Episodes" >> Episodes(
+                EpisodeModelHandler(**policy), stages, r.max_turns, **sandbox,
+                token_budget=r.episode_tokens, observation_chars=r.observation_chars)
+            generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
+                         | "AllGenerated" >> beam.Flatten())
+            turn_errors = (episodes[ERRORS_TAG],)
+        else:
+            generated = attempts | "Generate" >> Generate(handler)
+        executed = generated | "Execute" >> Execute(**sandbox)
         verified = executed["attempts"] | "Verify" >> Verify()
         train_scored, heldout_scored = verified.attempts | "ByMode" >> beam.Partition(
             lambda a, n: int(a.mode == "heldout"), 2)
 
         trajectories = (train_scored
-                        | "NormalizeRewards" >> NormalizeRewards(r.advantage)
+                        | "NormalizeRewards" >> NormalizeRewards(r.advantage, r.turn_discount)
                         | "FilterTrajectories" >> FilterTrajectories(r.filter_truncated))
         train_metrics = trajectories | "TrainMetrics" >> ComputeMetrics(train_values, **ids)
         heldout_metrics = heldout_scored | "HeldoutMetrics" >> ComputeMetrics(heldout_values, **ids)
-        errors = ((read[ERRORS_TAG], executed[ERRORS_TAG], verified[ERRORS_TAG])
+        errors = ((read[ERRORS_TAG], *turn_errors, executed[ERRORS_TAG], verified[ERRORS_TAG])
                   | "AllErrors" >> beam.Flatten()
                   | "StampErrors" >> beam.Map(
                       lambda e: {**e, "run_id": spec.run_id, "iteration": spec.iteration}))

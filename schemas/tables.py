@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.1"
-"""Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns
-(1.1: trajectories.checkpoint_digest; a 1.0 table reads it as null)."""
+SCHEMA_VERSION = "1.2"
+"""Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns or
+struct fields (1.1: trajectories.checkpoint_digest; 1.2: multi-turn episodes, i.e. response_mask,
+episode_end and the turn fields after duration_ms). Older tables read the added ones as null."""
 
 TURN = pa.struct([
     ("action", pa.string()),
     ("observation", pa.string()),
     ("exit_code", pa.int32()),
     ("duration_ms", pa.float64()),
+    ("tool", pa.string()),                  # the tool called, or null (single-turn / malformed)
+    ("tool_error", pa.string()),            # why the call was refused (model-side), else null
+    ("action_start", pa.int32()),           # [start, end) of the action in response_token_ids
+    ("action_end", pa.int32()),
+    ("observation_start", pa.int32()),      # ... and of the observation that followed it
+    ("observation_end", pa.int32()),
+    ("observation_cut", pa.int32()),        # characters cut from the middle of the observation
+    ("reward", pa.float64()),               # the domain's score of the state after this turn
+    ("advantage", pa.float64()),            # this turn's normalized discounted return (per-turn credit)
 ])
 
 TRAJECTORIES = pa.schema([
@@ -35,9 +45,11 @@ TRAJECTORIES = pa.schema([
     ("response", pa.string()),
     ("response_token_ids", pa.list_(pa.int32())),
     ("response_logprobs", pa.list_(pa.float32())),
+    ("response_mask", pa.list_(pa.int8())),  # 1: the policy's own token (trained on); null: all are
     ("sampling_temperature", pa.float32()),
     ("finish_reason", pa.string()),
     ("turns", pa.list_(TURN)),
+    ("episode_end", pa.string()),            # submitted | solved | max_turns | budget; null: one turn
     ("reward_raw", pa.float64()),
     ("reward_components", pa.map_(pa.string(), pa.float64())),
     ("advantage", pa.float64()),

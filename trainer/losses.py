@@ -5,7 +5,8 @@ Every loss has one signature, so the train step calls any of them the same way:
     loss, stats = LOSSES.get(name)(logprobs, old_logprobs, advantages, mask, **overrides)
 
 logprobs, old_logprobs, mask: (B, T), mask 1.0 at response tokens; advantages: (B,), one per
-sequence. Keywords clip_low, clip_high (the ratio's trust region [1 - low, 1 + high]) and
+sequence, or (B, T), one per token (per-turn credit of multi-turn episodes; a sequence-level
+loss then uses each sequence's masked mean). Keywords clip_low, clip_high (the ratio's trust region [1 - low, 1 + high]) and
 norm_length (Dr. GRPO's constant) default to each loss's paper; a run overrides the ones it sets.
 The losses differ in where the ratio lives (token or sequence) and how tokens are averaged:
 
@@ -58,7 +59,8 @@ def _token_terms(logprobs, old_logprobs, advantages, mask, clip_low, clip_high):
     """Per-token clipped losses (B, T), clipped-won flags (B, T) and the k3 KL(old || new) (B, T)."""
     log_ratio = (logprobs - old_logprobs) * mask  # masked first: padding may hold anything
     ratio = torch.exp(log_ratio)
-    losses, won = _clipped_objective(ratio, advantages.unsqueeze(1), clip_low, clip_high)
+    adv = advantages if advantages.dim() == 2 else advantages.unsqueeze(1)
+    losses, won = _clipped_objective(ratio, adv, clip_low, clip_high)
     return losses, won, (ratio - 1.0 - log_ratio).detach()
 
 
@@ -119,6 +121,8 @@ def gspo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: to
 
     (B, T), (B, T), (B,), (B, T) -> scalar; clip_frac is the share of sequences clipped."""
     log_ratio = sequence_means(logprobs - old_logprobs, mask)  # (B,); masked inside
+    if advantages.dim() == 2:
+        advantages = sequence_means(advantages, mask)
     losses, won = _clipped_objective(torch.exp(log_ratio), advantages, clip_low, clip_high)
     has_tokens = (mask.sum(1) > 0).float()
     n = has_tokens.sum().clamp(min=1.0)

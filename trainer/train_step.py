@@ -35,6 +35,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.99)
+    credit: str = "outcome"           # outcome | turn (multi-turn episodes: per-turn advantages)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -188,7 +189,7 @@ class _Step:
 
     def _backward(self, rows: list[dict], w: float, w_tok: float) -> dict:
         policy, cfg = self.policy, self.cfg
-        b = make_batch(rows, policy.pad_id, self.device)
+        b = make_batch(rows, policy.pad_id, self.device, self.cfg.credit)
         mask = b["response_mask"]
         logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
         if not self.diff:

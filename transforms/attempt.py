@@ -41,12 +41,15 @@ class Attempt:
     response: str = ""
     response_token_ids: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
+    response_mask: list[int] | None = None     # episodes: 1 at the policy's tokens, 0 at observations
     finish_reason: str | None = None           # stop | length
     started_at: dt.datetime | None = None
     checkpoint_digest: str | None = None       # digest of the weights that sampled it
     # Execute
     execution: ExecResult | None = None
     turns: list[dict[str, Any]] = field(default_factory=list)
+    episode: dict[str, Any] | None = None      # a live episode's state (transforms/episode.py)
+    episode_end: str | None = None             # submitted | solved | max_turns | budget
     sandbox_backend: str | None = None
     sandbox_wall_ms: float | None = None
     sandbox_cpu_ms: float | None = None

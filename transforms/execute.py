@@ -59,6 +59,8 @@ def execute_batch(batch: list[Attempt], backend, pool, retries: int = 2,
     for attempt in batch:
         execution, error = outcomes.get(id(attempt), (None, None))
         out = without_execution(attempt)
+        if attempt.episode_end is not None:  # an episode keeps its turns; this run only scores it
+            out = out.replace(turns=attempt.turns)
         if execution is not None and execution.kill_reason and execution.kill_reason != "signal":
             # The model's code hit a limit: still a scored (failed) attempt, and a `model` error
             # row so "which tasks make the policy write infinite loops?" is one query away.
@@ -68,9 +70,12 @@ def execute_batch(batch: list[Attempt], backend, pool, retries: int = 2,
             error["error_type"] = execution.kill_reason
         if execution is not None:
             count("executions")
-            turn = {**out.turns[0], "observation": (execution.stdout + execution.stderr)[-2000:],
-                    "exit_code": execution.exit_code, "duration_ms": execution.wall_ms}
-            out = out.replace(execution=execution, turns=[turn], sandbox_backend=execution.backend,
+            turns = out.turns
+            if attempt.episode_end is None:
+                turns = [{**out.turns[0], "exit_code": execution.exit_code,
+                          "observation": (execution.stdout + execution.stderr)[-2000:],
+                          "duration_ms": execution.wall_ms}]
+            out = out.replace(execution=execution, turns=turns, sandbox_backend=execution.backend,
                               sandbox_wall_ms=execution.wall_ms, sandbox_cpu_ms=execution.cpu_ms)
         if error is not None:
             if error["kind"] != "model":

@@ -9,34 +9,8 @@ Shared by the verifiers that run a harness (python_tests, sql_result, shell_stat
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from flywheel.domains.report_channel import FORGED
+from flywheel.domains.report_channel import harness_report  # noqa: F401 (verifiers import it from here)
 from flywheel.verifiers import Verdict
-
-
-def harness_report(execution: Any, marker: str) -> tuple[dict | None, str, list[str]]:
-    """(report, problem, flags): the harness's last report line, or None and why there is none.
-
-    Only the harness writes to the sandbox's stdout, and it writes its one report last, then exits
-    0; anything else means it did not finish. A line the run's nonce did not sign (FORGED, see
-    domains/report_channel.py) is never a report. Killed by a signal that no limit explains means the
-    untrusted code killed it, and more than one report line means something forged one: flagged.
-    """
-    if execution is None:
-        raise ValueError("this verifier needs the sandbox's execution result")
-    all_lines = execution.stdout.splitlines()
-    lines = [line for line in all_lines if line.startswith(marker)]
-    forged = len(lines) > 1 or any(line.startswith(FORGED + marker) for line in all_lines)
-    flags = ["forged_report"] if forged else []  # the harness prints exactly one, last
-    if lines and execution.exit_code == 0 and not execution.kill_reason:
-        report = json.loads(lines[-1][len(marker):])
-        if isinstance(report, dict):
-            return report, "", flags
-    reason = execution.kill_reason or f"exit code {execution.exit_code}"
-    flags += ["killed_harness"] if execution.kill_reason == "signal" else []
-    return None, f"the harness did not report ({reason}): {execution.stderr[-300:]}", flags
 
 
 def score_cases(results: dict[str, bool], hidden: set[str], flags: list[str] = (),

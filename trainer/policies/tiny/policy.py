@@ -63,6 +63,7 @@ class TinyPolicy:
     encode_prompt = staticmethod(tokens.encode_prompt)
     encode_response = staticmethod(tokens.encode_response)
     decode = staticmethod(tokens.decode)
+    encode_observation = staticmethod(tokens.encode_observation)  # tools: the plain-text protocol
 
     def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
                seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:

@@ -21,6 +21,12 @@ def encode_response(text: str) -> list[int]:
     return list(text.encode("utf-8")) + [EOS]
 
 
+def encode_observation(text: str) -> list[int]:
+    """What an episode shows the policy after its action: the observation's bytes, then ":" (the
+    end of every prompt), so the next action starts where a first one does."""
+    return list(f"{text}:".encode("utf-8"))
+
+
 def decode(ids) -> str:
     """Text of `ids` up to the first EOS; specials are skipped, bad UTF-8 is replaced."""
     out = bytearray()

@@ -1,0 +1,123 @@
+"""Multi-turn episodes, the domain side: what a tool call runs, what the model observes, what is scored.
+
+An episode's state is a small JSON-able dict that travels inside the attempt record from one turn
+to the next (the files written so far, the last code tried): a turn may run on another worker than
+the one before it, so nothing lives in a worker's memory or in a sandbox between turns. Each tool
+call runs in a fresh sandbox built from that state.
+
+    state = domain.start_state(task)
+    call = parse_action(text, domain.tools, domain.plain_tool)        # domains/tools.py
+    request = domain.tool_request(task, state, call, nonce)          # None: nothing to run
+    step = domain.observe(task, state, call, result)                  # text, new state, done, reward
+    ...
+    domain.final_response(task, state)   # what Execute and Verify score, as for a single turn
+
+The final score never trusts a tool's output: the episode's answer is executed and verified again
+by the domain's ordinary single-turn path, hidden tests included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from flywheel.domains.registry import Domain, ToolSpec
+from flywheel.domains.report_channel import signed
+from flywheel.domains.tools import SUBMIT, ToolCall
+from flywheel.sandbox import ExecRequest, ExecResult, Limits
+
+SUBMITTED, SOLVED, MAX_TURNS, BUDGET = "submitted", "solved", "max_turns", "budget"
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one tool call did: the observation the model reads next, the state after it, whether
+    the episode ended (SUBMITTED, SOLVED or None) and the domain's score of the new state."""
+    observation: str
+    state: dict[str, Any] = field(default_factory=dict)
+    done: str | None = None
+    reward: float | None = None
+
+
+class EpisodeDomain(Domain):
+    """A domain whose tasks can be worked on over several turns with tools.
+
+    Subclasses set `tools` (they always include `submit`), `plain_tool` (what a response without a
+    tool call means) and `max_turns` (their default; a run's --max-turns overrides it), and
+    implement `tool_program`, `observe` and `final_response`.
+    """
+
+    max_turns: int = 1
+    plain_tool: str = ""
+    tools: tuple[ToolSpec, ...] = (SUBMIT,)
+    answer_field = "answer"           # the state key the final answer is kept under
+
+    def start_state(self, task: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def tool_program(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
+                     **report) -> dict[str, Any] | None:
+        """The sandbox program of `call` (as `Domain.program` returns), or None when it runs
+        nothing. Takes `marker=` when the domain has a report_marker."""
+        raise NotImplementedError
+
+    def observe(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
+                result: ExecResult | None) -> Step:
+        raise NotImplementedError
+
+    def final_response(self, task: dict[str, Any], state: dict[str, Any]) -> str:
+        """The episode's answer: what the single-turn Execute and Verify score."""
+        return state.get(self.answer_field, "")
+
+    def submit(self, state: dict[str, Any], call: ToolCall) -> Step:
+        return Step("submitted", {**state, self.answer_field: call.arguments["answer"]}, SUBMITTED)
+
+    def tool_request(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
+                     nonce: str = "") -> ExecRequest | None:
+        """The sandbox request of `call` under the domain's limits, or None (submit, or a tool
+        that runs nothing)."""
+        if call.name == SUBMIT.name:
+            return None
+        report = {"marker": signed(self.report_marker, nonce)} if self.report_marker else {}
+        spec = self.tool_program(task, state, call, **report)
+        if spec is None:
+            return None
+        limits = Limits(**{**self.sandbox.limits(), **(spec.get("limits") or {})})
+        return ExecRequest(files=spec["files"], command=tuple(spec["command"]),
+                           stdin=spec.get("stdin", ""), limits=limits)
+
+    def step(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
+             result: ExecResult | None) -> Step:
+        """Submit ends the episode; any other tool is the domain's `observe`."""
+        if call.name == SUBMIT.name:
+            return self.submit(state, call)
+        return self.observe(task, state, call, result)
+
+
+def is_episodic(domain: Domain) -> bool:
+    return isinstance(domain, EpisodeDomain)
+
+
+def turns_for(domain: Domain, run_max_turns: int) -> int:
+    """Turns an attempt of `domain` gets: the run's --max-turns (0 = each domain's default) for a
+    domain with tools, and 1 for any other."""
+    if not is_episodic(domain):
+        return 1
+    return max(1, run_max_turns or domain.max_turns)
+
+
+def cut_middle(text: str, limit: int) -> tuple[str, int]:
+    """(text, characters cut): at most `limit` characters, keeping head and tail around a marker
+    that says how much was cut (errors show up at both ends of long outputs)."""
+    if len(text) <= limit:
+        return text, 0
+    cut = len(text) - limit
+    marker = f"\n[... {cut} characters cut ...]\n"
+    keep = max(0, limit - len(marker))
+    head = keep // 2
+    return text[:head] + marker + text[len(text) - (keep - head):], cut
+
+
+def with_state(step: Step, **changes) -> Step:
+    return dataclasses.replace(step, **changes)

@@ -1,0 +1,147 @@
+"""Multi-turn episodes for real: the rollout's unrolled Turn stages on the DirectRunner with the
+tiny policy and the local sandbox, exact token accounting read back from Parquet, the loss mask,
+a malformed tool call, and the same rows from the in-memory and the multi-process runner."""
+
+import dataclasses
+
+import pytest
+import torch
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from flywheel.domains.registry import get_domain
+from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
+from flywheel.pipelines.layout import RunLayout
+from flywheel.pipelines.rollout import IterationSpec, run_rollout
+from flywheel.schemas import validate_table
+from flywheel.trainer.policies.tiny import tokens
+from flywheel.trainer.trajectory_batches import make_batch
+from flywheel.transforms.expand import expand_task
+from flywheel.transforms.turn import act, end_episode, start_episode
+
+ENDS = {"solved", "submitted", "max_turns", "budget"}
+CONTEXT = 48  # the tiny policy's
+
+
+def config(**rollout) -> RunConfig:
+    settings = {"domains": ("fix_function", "add"), "tasks_per_domain": 4, "heldout_per_domain": 2,
+                "n_samples": 4, "max_turns": 3, **rollout}
+    return RunConfig(seed=5, iterations=1, rollout=RolloutSettings(**settings), policy=PolicySpec())
+
+
+def rows_of(run_dir, cfg, beam_args=()):
+    spec = IterationSpec("episodes", 0, policy_version=0, checkpoint_uri=None)
+    run_rollout(cfg, spec, RunLayout(str(run_dir)), PipelineOptions(list(beam_args)))
+    table = RunLayout(str(run_dir)).read_table("trajectories")
+    validate_table("trajectories", table)
+    return sorted(table.to_pylist(), key=lambda r: (r["task_id"], r["sample_index"]))
+
+
+@pytest.fixture(scope="module")
+def in_memory(tmp_path_factory):
+    return rows_of(tmp_path_factory.mktemp("mem"), config())
+
+
+def test_episodes_keep_exact_token_accounting(in_memory):
+    episodes = [r for r in in_memory if r["domain"] == "fix_function"]
+    assert len(episodes) == 16 and {r["episode_end"] for r in episodes} <= ENDS
+    assert any(len(r["turns"]) > 1 for r in episodes)
+    for r in episodes:
+        ids, mask, logprobs = r["response_token_ids"], r["response_mask"], r["response_logprobs"]
+        assert len(ids) == len(mask) == len(logprobs)
+        assert len(r["prompt_token_ids"]) + len(ids) <= CONTEXT
+        assert 1 <= len(r["turns"]) <= 3
+        covered = 0
+        for k, turn in enumerate(r["turns"]):
+            a, b = turn["action_start"], turn["action_end"]
+            assert a == covered and mask[a:b] == [1] * (b - a)
+            assert tokens.decode(ids[a:b]) == turn["action"] and turn["tool"] == "run_tests"
+            covered = b
+            if turn["observation_start"] is not None:  # it was shown: the next turn read it
+                o, e = turn["observation_start"], turn["observation_end"]
+                assert o == b and mask[o:e] == [0] * (e - o) and logprobs[o:e] == [0.0] * (e - o)
+                assert ids[o:e] == tokens.encode_observation(turn["observation"])
+                covered = e
+            else:
+                assert k == len(r["turns"]) - 1  # only the last observation goes unread
+        assert covered == len(ids)
+        # the episode's answer is its last action, scored for real by the final Execute/Verify
+        assert r["response"] == r["turns"][-1]["action"] and r["sandbox_backend"] == "local"
+        solved = r["episode_end"] == "solved"
+        assert solved == (r["turns"][-1]["observation"] == "ok")
+    singles = [r for r in in_memory if r["domain"] == "add"]
+    assert singles and all(r["episode_end"] is None and r["response_mask"] is None for r in singles)
+
+
+def test_the_loss_mask_excludes_observation_tokens(in_memory):
+    rows = [r for r in in_memory if r["domain"] == "fix_function" and len(r["turns"]) > 1]
+    batch = make_batch(rows, tokens.PAD)
+    for i, r in enumerate(rows):
+        p = len(r["prompt_token_ids"])
+        expected = torch.zeros(batch["response_mask"].shape[1])
+        expected[p - 1: p - 1 + len(r["response_mask"])] = torch.tensor(r["response_mask"], dtype=torch.float)
+        assert torch.equal(batch["response_mask"][i], expected)
+        assert batch["response_mask"][i].sum() < len(r["response_token_ids"])
+
+
+def test_turn_credit_gives_each_action_its_turn_advantage(in_memory):
+    rows = [r for r in in_memory if r["domain"] == "fix_function" and len(r["turns"]) > 1
+            and r["turns"][0]["advantage"] is not None]
+    assert rows
+    batch = make_batch(rows, tokens.PAD, credit="turn")
+    assert batch["advantages"].shape == batch["response_mask"].shape
+    for i, r in enumerate(rows):
+        p = len(r["prompt_token_ids"])
+        for turn in r["turns"]:
+            span = batch["advantages"][i, p - 1 + turn["action_start"]: p - 1 + turn["action_end"]]
+            assert torch.allclose(span, torch.tensor(turn["advantage"], dtype=span.dtype))
+
+
+def test_multi_process_runner_gives_the_same_rows(in_memory, tmp_path):
+    other = rows_of(tmp_path, config(), ["--direct_running_mode=multi_processing",
+                                         "--direct_num_workers=2"])
+    timing = ("started_at", "finished_at", "sandbox_wall_ms", "sandbox_cpu_ms")
+
+    def comparable(r):
+        turns = [{k: v for k, v in t.items() if k != "duration_ms"} for t in r["turns"]]
+        return {**{k: v for k, v in r.items() if k not in timing}, "turns": turns}
+    assert [comparable(r) for r in other] == [comparable(r) for r in in_memory]
+
+
+class _Local:
+    """The local sandbox, opened once for the act() tests below."""
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from flywheel.sandbox import get_backend
+    b = get_backend("local")
+    yield b
+    b.close()
+
+
+def live_episode(action: str):
+    task = get_domain("fix_function").make_task("train", 0, seed=0)
+    attempt, = expand_task(task, run_id="r", iteration=0, policy_version=0, seed=0, n_samples=1,
+                           temperature=1.0, mode="train")
+    attempt = start_episode(attempt, run_max_turns=3)
+    return attempt.replace(turns=[{"action": action, "action_start": 0, "action_end": 1}])
+
+
+def test_a_malformed_tool_call_is_an_observation(backend):
+    attempt, error = act(live_episode('<tool_call>{"name": "run_tests", "arguments": {"cod'), backend)
+    turn = attempt.turns[-1]
+    assert error is None and attempt.failure is None
+    assert turn["tool"] is None and "not JSON" in turn["tool_error"]
+    assert turn["observation"].startswith("error: the tool call is not JSON")
+    assert attempt.episode["end"] is None and attempt.episode["turn"] == 1  # the episode goes on
+
+
+def test_an_episode_ends_with_its_answer(backend):
+    attempt = live_episode(get_domain("fix_function").make_task("train", 0, seed=0)["answer"])
+    attempt, _ = act(attempt, backend)
+    assert attempt.episode["end"] == "solved" and attempt.turns[-1]["reward"] == 1.0
+    ended = end_episode(attempt)
+    assert ended.episode is None and ended.episode_end == "solved" and ended.response == attempt.turns[-1]["action"]
+    long = dataclasses.replace(live_episode("x+1"), episode={**live_episode("x+1").episode,
+                                                                  "observation_chars": 40})
+    assert len(act(long, backend)[0].turns[-1]["observation"]) <= 40

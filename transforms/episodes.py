@@ -1,0 +1,58 @@
+"""Episodes: multi-turn attempts through `stages` unrolled Turn stages, then ended and ready to score.
+
+    attempts -> StartEpisodes -> Turn1 -> Turn2 -> ... -> TurnK -> EndEpisodes -> attempts
+                                   \\done     \\done          \\done ------^
+
+Beam graphs are fixed before they run, so the loop is unrolled: K is the most turns any domain of
+the run allows, and each episode's own budget (its domain's, capped at K) ends it on time.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from flywheel.domains.episodes import MAX_TURNS, turns_for
+from flywheel.domains.registry import get_domain
+from flywheel.transforms.attempt import Attempt
+from flywheel.transforms.errors import ERRORS_TAG
+from flywheel.transforms.turn import DONE_TAG, EpisodeModelHandler, Turn, end_episode, start_episode
+
+
+def turn_stages(domains, run_max_turns: int) -> int:
+    """The Turn stages a run needs: the most turns of any of its domains (1 means single-turn).
+    Domains that come only from task files count through --max-turns."""
+    return max([run_max_turns, *(turns_for(get_domain(d), run_max_turns) for d in domains)])
+
+
+def is_multi_turn(attempt, run_max_turns: int) -> bool:
+    return turns_for(get_domain(attempt.domain), run_max_turns) > 1
+
+
+class Episodes(beam.PTransform):
+    """Attempts of multi-turn domains in; {"attempts": ended episodes, "errors": rows} out."""
+
+    def __init__(self, handler: EpisodeModelHandler, stages: int, run_max_turns: int, backend: str,
+                 options: dict | None = None, token_budget: int = 0, observation_chars: int = 2000):
+        super().__init__()
+        self.handler, self.stages, self.run_max_turns = handler, stages, run_max_turns
+        self.backend, self.options = backend, dict(options or {})
+        self.token_budget, self.observation_chars = token_budget, observation_chars
+
+    def _start(self, attempt):
+        episode = start_episode(attempt, self.run_max_turns, self.token_budget,
+                                self.observation_chars)
+        episode.episode["max_turns"] = min(episode.episode["max_turns"], self.stages)
+        return episode
+
+    def expand(self, attempts):
+        live = attempts | "StartEpisodes" >> beam.Map(self._start).with_output_types(Attempt)
+        done, errors = [], []
+        for k in range(1, self.stages + 1):
+            out = live | f"Turn{k}" >> Turn(self.handler, self.backend, self.options)
+            done.append(out[DONE_TAG])
+            errors.append(out[ERRORS_TAG])
+            live = out["live"]
+        leftover = live | "OutOfStages" >> beam.Map(
+            lambda a: a.replace(episode={**a.episode, "end": MAX_TURNS}))
+        ended = (*done, leftover) | "AllDone" >> beam.Flatten() | "EndEpisodes" >> beam.Map(end_episode)
+        return {"attempts": ended, ERRORS_TAG: tuple(errors) | "TurnErrors" >> beam.Flatten()}

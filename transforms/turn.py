@@ -1,0 +1,256 @@
+"""Turn: one step of every live episode, as Beam stages; the rollout unrolls `max_turns` of them.
+
+    live episodes -> GenerateTurn (one RunInference over all of them) -> Act (parse the tool call,
+    run it in a fresh sandbox from the episode's state, observe) -> live | done | errors
+
+Finished episodes (submitted, solved, out of turns or tokens, or stopped by a sandbox failure)
+leave through the `done` output, so the next Turn carries only live ones. Everything an episode
+needs travels in its attempt record (`Attempt.episode`: turn number, state, the observation to
+show next), so any worker can run its next turn. `EndEpisode` then makes a done episode an
+ordinary attempt whose `response` is the episode's answer, for the single-turn Execute/Verify.
+
+Token accounting: an episode's sequence is its prompt ids followed by `response_token_ids`, which
+hold every action (sampled ids with their log-probabilities, mask 1) and every observation (ids of
+the text the environment returned, log-probability 0, mask 0) in order, appended and never
+re-tokenized: what the trainer scores is what the policy saw. Observations are tokenized on the
+generating worker, where the tokenizer is: a policy may render them its own way
+(`encode_observation`: a chat template's tool message) and show the tools in its prompt
+(`encode_tool_prompt`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import apache_beam as beam
+from apache_beam.ml.inference.base import PredictionResult, RunInference
+from apache_beam.utils.shared import Shared
+
+from flywheel.domains.episodes import BUDGET, MAX_TURNS, Step, cut_middle, turns_for
+from flywheel.domains.registry import get_domain
+from flywheel.domains.tools import ToolCallError, parse_action
+from flywheel.sandbox import SandboxError, get_backend
+from flywheel.transforms.attempt import Attempt
+from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
+from flywheel.transforms.generate import LoadedPolicy, PolicyModelHandler, fit_prompt
+
+if TYPE_CHECKING:
+    from flywheel.trainer.policy import Policy
+
+DONE_TAG = "done"
+_POLICIES = Shared()  # one policy per worker process for all the Turn stages of a pipeline
+
+
+def start_episode(attempt: Attempt, run_max_turns: int, token_budget: int = 0,
+                  observation_chars: int = 2000) -> Attempt:
+    """A fresh episode for `attempt`: turn 0, the domain's start state and tools."""
+    domain = get_domain(attempt.domain)
+    return attempt.replace(episode={
+        "turn": 0, "max_turns": turns_for(domain, run_max_turns), "state": domain.start_state(attempt.task),
+        "tools": [t.to_dict() for t in domain.tools], "token_budget": token_budget,
+        "observation_chars": observation_chars, "observation": None, "end": None})
+
+
+def tool_prompt_ids(policy: Policy, text: str, tools: list[dict]) -> list[int]:
+    """The first turn's ids: the policy's prompt, with the tools where its format shows them."""
+    encode = getattr(policy, "encode_tool_prompt", None)
+    return encode(text, tools) if encode else policy.encode_prompt(text)
+
+
+def observation_ids(policy: Policy, text: str) -> list[int]:
+    """Ids of an observation, as the policy reads it between two of its own turns."""
+    encode = getattr(policy, "encode_observation", None)
+    if encode:
+        return encode(text)
+    ids = policy.encode_response(text)
+    return ids[:-1] if ids and ids[-1] in policy.eos_ids else ids
+
+
+def turn_seed(seed: int, turn: int) -> int:
+    """Each turn samples with its own seed, derived from the attempt's only."""
+    return (seed + 0x9E3779B97F4A7C15 * turn) % (1 << 63)
+
+
+def _context(policy: Policy, attempt: Attempt) -> tuple[list[int], dict]:
+    """(the ids to continue, the token fields so far) of a live episode before its next action."""
+    episode = attempt.episode
+    if episode["turn"] == 0:
+        prompt = tool_prompt_ids(policy, attempt.prompt, episode["tools"])
+        prompt = fit_prompt(prompt, policy.context - attempt.max_new_tokens)
+        return prompt, {"prompt_token_ids": prompt, "response_token_ids": [],
+                        "response_logprobs": [], "response_mask": [], "turns": []}
+    obs = observation_ids(policy, episode["observation"])
+    start = len(attempt.response_token_ids)
+    turns = [dict(t) for t in attempt.turns]
+    turns[-1].update(observation_start=start, observation_end=start + len(obs))
+    fields = {"prompt_token_ids": attempt.prompt_token_ids,
+              "response_token_ids": [*attempt.response_token_ids, *obs],
+              "response_logprobs": [*attempt.response_logprobs, *[0.0] * len(obs)],
+              "response_mask": [*attempt.response_mask, *[0] * len(obs)], "turns": turns}
+    return [*attempt.prompt_token_ids, *fields["response_token_ids"]], fields
+
+
+def generate_turn_batch(policy: Policy, batch: Sequence[Attempt]) -> list[dict]:
+    """Sample the next action of each live episode in `batch` in one call; an episode whose next
+    action would not fit its token budget (the policy's context, or the run's --episode-tokens)
+    ends instead, with episode_end=BUDGET. Returns each attempt's changed fields."""
+    started = now()
+    plans = []
+    for attempt in batch:
+        context, fields = _context(policy, attempt)
+        limit = min(policy.context, attempt.episode.get("token_budget") or policy.context)
+        room = min(attempt.max_new_tokens, limit - len(context))
+        plans.append((context, fields, room))
+    by_room: dict[int, list[int]] = {}
+    for i, (_, _, room) in enumerate(plans):
+        if room >= 1:
+            by_room.setdefault(room, []).append(i)
+    samples = {}
+    for room, rows in by_room.items():  # one call per room: no row may run past its context
+        samples.update(zip(rows, policy.sample(
+            [plans[i][0] for i in rows], [batch[i].sampling_temperature for i in rows],
+            [turn_seed(batch[i].seed, batch[i].episode["turn"]) for i in rows], room)))
+    results = []
+    for i, (attempt, (context, fields, room)) in enumerate(zip(batch, plans)):
+        episode = dict(attempt.episode)
+        if i not in samples:  # ends as it was: the observation it has no room to read is not added
+            count("episodes_out_of_tokens")
+            results.append({"episode": {**episode, "end": BUDGET},
+                            "started_at": attempt.started_at or started})
+            continue
+        s = samples[i]
+        ids, logprobs, finish = list(s.token_ids), list(s.logprobs), s.finish_reason
+        if len(ids) > room:  # the batch ran to a longer limit than this episode's own
+            ids, logprobs, finish = ids[:room], logprobs[:room], "length"
+        start = len(fields["response_token_ids"])
+        action = policy.decode(ids)
+        fields["turns"].append({"action": action, "action_start": start,
+                                "action_end": start + len(ids)})
+        results.append({
+            **fields, "response_token_ids": [*fields["response_token_ids"], *ids],
+            "response_logprobs": [*fields["response_logprobs"], *logprobs],
+            "response_mask": [*fields["response_mask"], *[1] * len(ids)],
+            "response": action, "finish_reason": finish, "episode": episode,
+            "started_at": attempt.started_at or started})
+    return results
+
+
+class EpisodeModelHandler(PolicyModelHandler):
+    """PolicyModelHandler for turns: samples each live episode's next action on top of its ids
+    so far, and shares one loaded policy between all Turn stages of the worker."""
+
+    def load_model(self) -> LoadedPolicy:
+        key = (self.checkpoint_uri, self.backend, repr(sorted(self.options.items())), self.init_seed)
+        return _POLICIES.acquire(super().load_model, tag=repr(key))
+
+    def run_inference(self, batch: Sequence[Attempt], model: LoadedPolicy,
+                      inference_args=None) -> Iterable[PredictionResult]:
+        outs = generate_turn_batch(model.policy, batch)
+        return [PredictionResult(a, {**out, "checkpoint_digest": model.digest})
+                for a, out in zip(batch, outs)]
+
+
+def act(attempt: Attempt, backend, retries: int = 2, backoff_s: float = 0.2
+        ) -> tuple[Attempt, dict | None]:
+    """Run the tool call of the episode's last action; (the attempt after it, an errors row)."""
+    episode = dict(attempt.episode)
+    if episode.get("end"):  # ended before acting (out of tokens)
+        return attempt, None
+    domain, turn = get_domain(attempt.domain), dict(attempt.turns[-1])
+    result, error = None, None
+    try:
+        call = parse_action(turn["action"], domain.tools, domain.plain_tool)
+    except ToolCallError as e:
+        count("tool_calls_malformed")
+        call, step = None, Step(f"error: {e}", episode["state"])
+        turn.update(tool=None, tool_error=str(e))
+    if call is not None:
+        count("tool_calls")
+        turn["tool"] = call.name
+        nonce = domain.nonce()
+        try:
+            request = domain.tool_request(attempt.task, episode["state"], call, nonce)
+        except Exception as e:  # the task cannot become a program: bad input, the episode ends
+            return _failed(attempt, episode, error_row("turn", "input", e, attempt.context()))
+        for retry in range(retries + 1) if request is not None else ():
+            try:
+                result = domain.read_output(backend.run(request), nonce)
+                break
+            except SandboxError as e:
+                if retry == retries:
+                    return _failed(attempt, episode, error_row(
+                        "turn", "environment", e, attempt.context(), retry_count=retry))
+                time.sleep(backoff_s * 2 ** retry)
+        step = domain.step(attempt.task, episode["state"], call, result)
+    observation, cut = cut_middle(step.observation, episode["observation_chars"])
+    turn.update(observation=observation, observation_cut=cut, reward=step.reward,
+                exit_code=result.exit_code if result else None,
+                duration_ms=result.wall_ms if result else None)
+    if result is not None and result.kill_reason and result.kill_reason != "signal":
+        error = error_row("turn", "model", f"killed: {result.kill_reason} limit", attempt.context())
+        error["error_type"] = result.kill_reason
+    episode.update(turn=episode["turn"] + 1, state=step.state, observation=observation)
+    episode["end"] = step.done or (MAX_TURNS if episode["turn"] >= episode["max_turns"] else None)
+    return attempt.replace(turns=[*attempt.turns[:-1], turn], episode=episode), error
+
+
+def _failed(attempt: Attempt, episode: dict, error: dict) -> tuple[Attempt, dict]:
+    return attempt.replace(episode={**episode, "end": "failed"}, failure=error["kind"]), error
+
+
+class _Act(beam.DoFn):
+    def __init__(self, backend: str, options: dict, workers: int):
+        self.backend_name, self.options, self.workers = backend, options, workers
+
+    def setup(self):
+        self.backend = get_backend(self.backend_name, **self.options)
+        self.pool = ThreadPoolExecutor(self.workers)
+
+    def teardown(self):
+        self.pool.shutdown(wait=True)
+        self.backend.close()
+
+    def process(self, batch):
+        for attempt, error in self.pool.map(lambda a: act(a, self.backend), batch):
+            if error is not None:
+                yield errors_output(error)
+            if attempt.episode.get("end"):
+                yield beam.pvalue.TaggedOutput(DONE_TAG, attempt)
+            else:
+                yield attempt
+
+
+class Turn(beam.PTransform):
+    """Live episodes in; {"live", "done", "errors"} out."""
+
+    def __init__(self, handler: EpisodeModelHandler, backend: str, options: dict | None = None,
+                 workers: int = 4, batch_size: int = 64):
+        super().__init__()
+        self.handler, self.backend, self.options = handler, backend, dict(options or {})
+        self.workers, self.batch_size = workers, batch_size
+
+    def expand(self, episodes):
+        acted = (episodes
+                 | "Sample" >> RunInference(self.handler)
+                 | "Attach" >> beam.Map(lambda r: r.example.replace(**r.inference))
+                 | "Batch" >> beam.BatchElements(min_batch_size=max(1, self.batch_size // 4),
+                                                 max_batch_size=self.batch_size)
+                 | "Act" >> beam.ParDo(_Act(self.backend, self.options, self.workers))
+                 .with_outputs(DONE_TAG, ERRORS_TAG, main="live"))
+        return {"live": acted.live, DONE_TAG: acted[DONE_TAG], ERRORS_TAG: acted[ERRORS_TAG]}
+
+
+def end_episode(attempt: Attempt) -> Attempt:
+    """A done episode as an attempt to score: its answer as `response`, how it ended, and no
+    state left in the record."""
+    domain = get_domain(attempt.domain)
+    episode = attempt.episode
+    answer = domain.final_response(attempt.task, episode["state"])
+    if not answer and attempt.turns:
+        answer = attempt.turns[-1].get("action") or ""
+    count(f"episodes_{episode['end']}")
+    count("episode_turns", len(attempt.turns))
+    return attempt.replace(response=answer, episode=None, episode_end=episode["end"])

@@ -1,0 +1,32 @@
+"""The `function_points` verifier: a function body, run in the sandbox, gives the expected values
+at every point of the task, hidden ones included (domains/fix_function.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flywheel.domains.fix_function import body_shape, printed_values
+from flywheel.verifiers.registry import Verdict, register_verifier
+
+
+@register_verifier("function_points", "1")
+def function_points(task: dict, response: str, execution: Any = None) -> Verdict:
+    """Pass when the body is arithmetic in `x` (its syntax tree says so: no calls, no other names,
+    so it cannot print or exit in the function's place) and the program printed exactly the
+    expected values; reward is the fraction of hidden points right, and 0 for a wrong shape."""
+    if execution is None:
+        raise ValueError("function_points needs a sandbox execution result")
+    arithmetic, uses_x = body_shape(response)
+    points = task["visible"] + task["hidden"]
+    ran = execution.exit_code == 0 and execution.kill_reason is None
+    got = printed_values(execution.stdout) if ran else None
+    right = [got is not None and len(got) == len(points) and g == y
+             for g, (_, y) in zip(got or [None] * len(points), points)]
+    hidden = right[len(task["visible"]):]
+    shaped = arithmetic and uses_x
+    reward = sum(hidden) / len(hidden) if shaped and hidden else 0.0
+    ok = shaped and all(right)
+    return Verdict(reward if not ok else 1.0, "pass" if ok else "fail",
+                   {"ran": float(ran), "arithmetic": float(arithmetic), "uses_x": float(uses_x),
+                    "visible_pass_rate": float(all(right[:len(task["visible"])])),
+                    "hidden_pass_rate": sum(hidden) / len(hidden) if hidden else 0.0})
