@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flywheel.pipelines import domains_cli, export_cli, sandbox_cli, tasks_cli, verify_cli
+from flywheel.pipelines import domains_cli, export_cli, replay_cli, sandbox_cli, tasks_cli, verify_cli
 from flywheel.pipelines.terminal import PIPE_WIDTH, console_for, quiet_on_closed_pipe
 
 RUN_HELP = "run or resume RL iterations on the embedded default"
@@ -199,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
                                            "held-out pass@1 and errors (also while it runs)")
     status.add_argument("--run-dir", required=True)
     status.add_argument("--format", choices=("text", "json"), default="text")
-    for module in (export_cli, domains_cli, sandbox_cli, tasks_cli, verify_cli):
+    for module in (export_cli, domains_cli, replay_cli, sandbox_cli, tasks_cli, verify_cli):
         module.add_parser(sub)
     return p
 
@@ -222,7 +222,7 @@ def _dispatch(argv: list[str]) -> int:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     commands = {"sql": cmd_sql, "report": cmd_report, "status": cmd_status, "domains": domains_cli.run,
                 "tasks": tasks_cli.run, "verify": verify_cli.run,
-                "export": export_cli.run,
+                "export": export_cli.run, "replay": replay_cli.run,
                 "sandbox": lambda args, console: sandbox_cli.main(args)}
     return commands[args.command](args, console)
 

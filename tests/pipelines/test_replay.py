@@ -1,0 +1,56 @@
+"""`flywheel replay` on a real multi-turn run: same observations give 0, a record that does not
+describe what ran gives a difference, a missing trajectory exit 2."""
+
+import subprocess
+
+import pytest
+
+from flywheel.domains.registry import get_domain
+from flywheel.pipelines.layout import RunLayout
+from flywheel.pipelines.replay_cli import replay_turns
+from flywheel.sandbox import get_backend
+
+
+def flywheel(*args, timeout=300):
+    return subprocess.run(["flywheel", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("replay") / "run"
+    done = flywheel("run", "--run-dir", str(run_dir), "--iterations", "1", "--domains", "fix_function",
+                    "--tasks-per-domain", "4", "--n-samples", "4", "--heldout-per-domain", "2",
+                    "--warm-start-max-steps", "20")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return run_dir
+
+
+def test_replay_matches_the_record(run_dir):
+    rows = RunLayout(str(run_dir)).read_table("trajectories").to_pylist()
+    row = max(rows, key=lambda r: len(r["turns"]))
+    assert len(row["turns"]) > 1
+    replayed = flywheel("replay", "--run-dir", str(run_dir),
+                        f"{row['iteration']}/{row['task_id']}/{row['sample_index']}")
+    assert replayed.returncode == 0, replayed.stdout
+    assert replayed.stdout.count(" same") == len(row["turns"])
+    assert f"{len(row['turns'])} turns, 0 differ" in replayed.stdout
+
+
+def test_a_record_that_differs_is_found(run_dir):
+    row = RunLayout(str(run_dir)).read_table("trajectories").to_pylist()[0]
+    task = get_domain("fix_function").make_task("train", int(row["task_id"].rsplit("-", 1)[1]), seed=0)
+    assert task["prompt"] == row["prompt"]
+    forged = [{**row["turns"][0], "observation": "ok"}, *row["turns"][1:]]
+    backend = get_backend("local")
+    try:
+        results = list(replay_turns(task, forged, backend, 2000))
+    finally:
+        backend.close()
+    assert results[0][2] == "ok" and results[0][3] == row["turns"][0]["observation"] != "ok"
+
+
+def test_unknown_trajectory_and_bad_id_exit_2(run_dir):
+    missing = flywheel("replay", "--run-dir", str(run_dir), "0/fix_function-train-999999/0")
+    assert missing.returncode == 2 and "no trajectory 0/fix_function-train-999999/0" in missing.stdout
+    bad = flywheel("replay", "--run-dir", str(run_dir), "task-without-iteration")
+    assert bad.returncode == 2 and "is not ITERATION/TASK_ID/SAMPLE_INDEX" in bad.stdout
