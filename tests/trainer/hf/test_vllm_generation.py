@@ -42,6 +42,10 @@ def eos_prone_llama(directory) -> str:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
+    """The model folder; skips when vllm is installed but cannot be imported (with the reason)."""
+    from flywheel.trainer.policies.hf.vllm_engine import vllm_missing
+    if (why := vllm_missing()) is not None:
+        pytest.skip(why)
     return eos_prone_llama(tmp_path_factory.mktemp("vllm-llama"))
 
 
@@ -49,9 +53,6 @@ def model_dir(tmp_path_factory):
 def policy(model_dir):
     """The hf policy with engine=vllm, its engine started once for the module."""
     from flywheel.trainer.policies import create_policy
-    from flywheel.trainer.policies.hf.vllm_engine import vllm_missing
-    if (why := vllm_missing()) is not None:
-        pytest.skip(why)
     p = create_policy("hf", {"model": model_dir, "engine": "vllm"}, seed=0)
     p.module.eval()
     p.vllm_engine()
@@ -152,7 +153,7 @@ def test_the_engine_follows_the_policys_weights(policy):
     try:
         assert weights_stamp(policy.module) != stamp
         samples = policy.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
-        assert policy.vllm_engine() is not before
+        assert policy.vllm_engine() is not before and before.llm is None  # the old one closed
         trainer, sampler = scored(policy, prompts, samples, [1.0] * 4)
         assert (trainer - sampler).abs().max() < 1e-4
     finally:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -110,8 +111,10 @@ class VLLMEngine:
         return [_as_sample(o.outputs[0]) for o in outputs]
 
     def close(self) -> None:
-        """Stop the engine's processes and free its KV cache now (not at garbage collection)."""
-        llm, self.llm = getattr(self, "llm", None), None
+        """Stop the engine's processes and free its KV cache now (not at garbage collection),
+        once a sampling call in flight has returned."""
+        with self._lock:
+            llm, self.llm = self.llm, None
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
 
@@ -150,6 +153,11 @@ class PolicyEngine:
     path is slower on CPU and limits ranks and target modules; a merge gives the same function to
     ~1e-7 and works for any adapter peft trains), a GGUF model dequantized (vLLM does not load
     GGUF). It lives in a temporary folder while the engine does.
+
+    One engine runs per process: starting one closes the others. A rollout worker samples from
+    one checkpoint at a time, and the policy of the last iteration may outlive its pipeline in
+    Beam's caches; its engine would keep its processes and KV cache (on a GPU, its share of the
+    memory, which the next engine needs). A closed engine's policy restarts one if asked again.
     """
 
     def __init__(self):
@@ -163,7 +171,9 @@ class PolicyEngine:
         with self._lock:
             stamp = weights_stamp(policy.module)
             if self._engine is None or stamp != self._stamp:
-                self.close()
+                for other in list(_LIVE):
+                    other.close()
+                _LIVE.add(self)
                 import tempfile
                 self._folder = tempfile.mkdtemp(prefix="flywheel-vllm-")
                 policy.export(self._folder)
@@ -176,6 +186,7 @@ class PolicyEngine:
     def close(self) -> None:
         """Stop the engine and remove its folder (a later `get` starts a new one)."""
         import shutil
+        _LIVE.discard(self)
         engine, folder, self._engine, self._folder = self._engine, self._folder, None, None
         if engine is not None:
             engine.close()
@@ -185,6 +196,9 @@ class PolicyEngine:
     def __del__(self):
         with contextlib.suppress(Exception):
             self.close()
+
+
+_LIVE: weakref.WeakSet[PolicyEngine] = weakref.WeakSet()  # those with an engine running
 
 
 def weights_stamp(module) -> tuple:
