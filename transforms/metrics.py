@@ -15,11 +15,21 @@ def train_values(a: Attempt) -> list[tuple[str, float]]:
     return [("train_pass_rate", float(a.verdict == "pass")),
             ("train_mean_reward", float(a.reward_raw)),
             ("zero_variance_frac", float(a.filter_reason == "zero_variance")),
-            ("response_tokens", float(len(a.response_token_ids)))]
+            ("response_tokens", float(len(a.response_token_ids))), *episode_values(a, "")]
 
 
 def heldout_values(a: Attempt) -> list[tuple[str, float]]:
-    return [("heldout_pass@1", float(a.verdict == "pass"))]
+    return [("heldout_pass@1", float(a.verdict == "pass")), *episode_values(a, "heldout_")]
+
+
+def episode_values(a: Attempt, prefix: str) -> list[tuple[str, float]]:
+    """Multi-turn episodes only: turns taken, the share of well-formed tool calls, solved-or-submitted."""
+    if a.episode_end is None or not a.turns:
+        return []
+    wellformed = sum(t.get("tool_error") is None for t in a.turns) / len(a.turns)
+    return [(f"{prefix}episode_turns", float(len(a.turns))),
+            (f"{prefix}tool_calls_wellformed", wellformed),
+            (f"{prefix}episode_finished", float(a.episode_end in ("solved", "submitted")))]
 
 
 class ComputeMetrics(beam.PTransform):

@@ -24,7 +24,7 @@ import torch
 
 from flywheel.trainer.checkpoint_files import join
 from flywheel.trainer.policies import POLICIES
-from flywheel.trainer.policies.hf import logprobs, sampling
+from flywheel.trainer.policies.hf import chat_turns, logprobs, sampling
 from flywheel.trainer.policies.hf.model_files import (
     is_remote,
     local_path,
@@ -140,6 +140,21 @@ class HFPolicy:
         else:
             ids = tok(text)["input_ids"]
         return ids or [tok.bos_token_id if tok.bos_token_id is not None else self.eos_ids[0]]
+
+    def encode_tool_prompt(self, text: str, tools: list[dict]) -> list[int]:
+        """An episode's first prompt: the chat template with the tools (chat_turns.py)."""
+        if not (self.options.chat_template and self.tokenizer.chat_template):
+            return self.encode_prompt(text)
+        rendered = chat_turns.tool_prompt(self.tokenizer, text, tools, self.options.system_prompt)
+        return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
+
+    def encode_observation(self, text: str) -> list[int]:
+        """A tool's result between two of the model's turns, as the chat template frames it."""
+        if not (self.options.chat_template and self.tokenizer.chat_template):
+            return self.tokenizer("\n" + text + "\n", add_special_tokens=False,
+                                  split_special_tokens=True)["input_ids"]
+        eos = self.tokenizer.convert_ids_to_tokens(self.eos_ids[0])
+        return chat_turns.observation_ids(self.tokenizer, text, eos)
 
     def encode_response(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.eos_ids[0]]
