@@ -66,6 +66,11 @@ class EpisodeDomain(Domain):
                 result: ExecResult | None) -> Step:
         raise NotImplementedError
 
+    def demonstration_turns(self, task: dict[str, Any], rng) -> list[tuple[str, str | None]]:
+        """A demonstrated episode for the warm start: (action, the observation it gets) per turn,
+        None after the last. By default the single-turn demonstration."""
+        return [(self.demonstration(task, rng), None)]
+
     def final_response(self, task: dict[str, Any], state: dict[str, Any]) -> str:
         """The episode's answer: what the single-turn Execute and Verify score."""
         return state.get(self.answer_field, "")

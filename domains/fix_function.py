@@ -85,6 +85,15 @@ class FixFunction(EpisodeDomain):
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return task["answer"]
 
+    def demonstration_turns(self, task: dict, rng: random.Random) -> list[tuple[str, str | None]]:
+        """Half the time a refuted guess first, then the fix: reading the feedback is shown too."""
+        (x, _), = task["visible"]
+        right, c = task["answer"][1:-1], int(task["answer"][-1])  # "x{op}{c}", c a digit
+        if rng.random() < 0.5:
+            return [(task["answer"], None)]
+        guess = rng.choice([o for o in OPS if o != right])
+        return [(f"x{guess}{c}", f"f({x})={apply(guess, x, c)}"), (task["answer"], None)]
+
     def program(self, task: dict, response: str) -> dict:
         points = task["visible"] + task["hidden"]
         return points_program(response, [x for x, _ in points])

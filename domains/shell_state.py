@@ -14,12 +14,26 @@ import re
 import string
 from pathlib import Path
 
-from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
-from flywheel.domains.tools import RUN_SHELL
+from flywheel.domains.episodes import SOLVED, SUBMITTED, EpisodeDomain, Step
+from flywheel.domains.registry import SandboxNeeds, register_domain
+from flywheel.domains.report_channel import harness_report
+from flywheel.domains.tools import RUN_SHELL, SUBMIT
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "shell.py").read_text()
 REPORT_MARKER = "FLYWHEEL-SHELL "  # starts the harness's report line; the verifier looks for it
 _BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.S | re.I)
+
+
+def _norm(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
+
+
+def check(entry: dict | None, want: str | None, exact: bool) -> bool:
+    if want is None:
+        return entry is None
+    if entry is None or entry.get("type") != "file" or entry.get("truncated"):
+        return False
+    return entry["content"] == want if exact else _norm(entry["content"]) == _norm(want)
 
 
 def script_of(response: str) -> str:
@@ -27,11 +41,18 @@ def script_of(response: str) -> str:
     return (blocks[-1] if blocks else response).strip() + "\n"
 
 
-class ShellDomain(Domain):
+class ShellDomain(EpisodeDomain):
+    """Multi-turn (--max-turns N): each `run_shell` command runs over the files the earlier ones
+    left (the episode's state), and the model reads its output. The episode's answer is all its
+    commands as one script, scored as a single response is: from the task's files, hidden
+    variants included."""
+
     verifier = "shell_state"
     report_marker = REPORT_MARKER
     sandbox = SandboxNeeds(language="bash", files=("harness.py", "script.sh"))
-    tools = (RUN_SHELL,)
+    tools = (RUN_SHELL, SUBMIT)
+    plain_tool = RUN_SHELL.name
+    log_bytes = 2000
     required_fields = ("task_id", "prompt", "files", "expect")
     max_new_tokens = 32
 
@@ -44,6 +65,34 @@ class ShellDomain(Domain):
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return f"```bash\n{task['reference_script']}\n```"
+
+    def start_state(self, task: dict) -> dict:
+        return {"files": dict(task["files"]), "answer": ""}
+
+    def tool_program(self, task: dict, state: dict, call, marker: str = REPORT_MARKER) -> dict:
+        plan = {"script": call.arguments["command"] + "\n", "variants": [state["files"]],
+                "budget_s": self.sandbox.timeout_s - 0.6, "marker": marker,
+                "log_bytes": self.log_bytes}
+        return {"files": {"harness.py": HARNESS}, "command": ["python", "harness.py"],
+                "stdin": json.dumps(plan), "limits": self.sandbox.limits()}
+
+    def observe(self, task: dict, state: dict, call, result) -> Step:
+        report, problem, _ = harness_report(result, REPORT_MARKER)
+        if report is None or not report.get("variants"):
+            return Step(f"the command did not run: {problem}", state, None, 0.0)
+        end = report["variants"][0]
+        files = {path: e["content"] for path, e in (end.get("files") or {}).items()
+                 if e.get("type") == "file" and not e.get("truncated")}
+        script = state["answer"] + call.arguments["command"] + "\n"
+        exact = bool(task.get("exact"))
+        done = [check(end["files"].get(p), want, exact) for p, want in task["expect"].items()]
+        status = "timed out" if end.get("timed_out") else f"exit {end.get('exit_code')}"
+        text = (end.get("log") or "") + ("" if end.get("exit_code") == 0 else f"[{status}]")
+        return Step(text, {"files": files, "answer": script},
+                    SOLVED if all(done) else None, sum(done) / len(done) if done else None)
+
+    def submit(self, state: dict, call) -> Step:
+        return Step("submitted", state, SUBMITTED)  # the answer: the commands run so far
 
 
 @register_domain

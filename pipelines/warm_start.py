@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import torch
 
+from flywheel.domains.episodes import turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
@@ -21,6 +22,7 @@ from flywheel.trainer.optimizer import build_optimizer
 from flywheel.trainer.policies import create_policy
 from flywheel.trainer.train_step import pick_device, supervised_step
 from flywheel.transforms.generate import fit_prompt
+from flywheel.transforms.turn import observation_ids
 
 VALIDATION_OFFSET = 10_000_000   # validation tasks: train split, an index range rollouts never reach
 DEMONSTRATION_OFFSET = 20_000_000
@@ -34,6 +36,22 @@ def has_demonstrations(domain, seed: int) -> bool:
         return True
     except (NotImplementedError, RuntimeError, KeyError, ValueError):
         return False
+
+
+def demonstrated(policy, domain, task: dict, rng, run_max_turns: int) -> tuple[list[int], list[int]]:
+    """(ids, loss mask) of a demonstration: one response, or for a multi-turn domain a whole
+    episode (actions and the observations between them, as the rollout appends them; only the
+    actions are trained on)."""
+    if turns_for(domain, run_max_turns) == 1:
+        ids = policy.encode_response(domain.demonstration(task, rng))
+        return ids, [1] * len(ids)
+    ids, mask = [], []
+    for action, observation in domain.demonstration_turns(task, rng):
+        action_ids = policy.encode_response(action)
+        seen = observation_ids(policy, observation) if observation is not None else []
+        ids += action_ids + seen
+        mask += [1] * len(action_ids) + [0] * len(seen)
+    return ids, mask
 
 
 def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None = None):
@@ -54,15 +72,17 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
     context = policy.context
     history, step, pass_rates = [], 0, {}
     for step in range(1, ws.max_steps + 1):
-        prompts, answers = [], []
+        prompts, answers, masks = [], [], []
         for _ in range(ws.batch_size):
             domain = rng.choice(domains)
             task = domain.make_task("train", DEMONSTRATION_OFFSET + rng.randrange(10**6), seed)
-            answer = policy.encode_response(domain.demonstration(task, rng))[: context // 2]
+            answer, mask = demonstrated(policy, domain, task, rng, config.rollout.max_turns)
+            answer, mask = answer[: context // 2], mask[: context // 2]
             answers.append(answer)
+            masks.append(mask)
             prompts.append(fit_prompt(policy.encode_prompt(task["prompt"]), context - len(answer)))
         policy.module.train()
-        loss = supervised_step(policy, optimizer, prompts, answers, device)
+        loss = supervised_step(policy, optimizer, prompts, answers, device, masks)
         if step % ws.eval_every == 0 or step == ws.max_steps:
             policy.module.eval()
             scored, _ = plain_rollout(policy, validation, n_samples=1, temperature=0.0, seed=seed,

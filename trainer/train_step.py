@@ -233,11 +233,14 @@ def supervised_step(
     prompts: list[list[int]],
     answers: list[list[int]],
     device: str | torch.device = "cpu",
+    masks: list[list[int]] | None = None,
 ) -> float:
-    """One step of cross-entropy on the answer tokens only (prompts are context); returns the loss."""
+    """One step of cross-entropy on the answer tokens only (prompts are context); returns the loss.
+    `masks` (1 per answer token, 0 where it is context: a demonstrated episode's observations)."""
     rows = [
-        {"prompt_token_ids": p, "response_token_ids": a, "response_logprobs": [0.0] * len(a)}
-        for p, a in zip(prompts, answers)
+        {"prompt_token_ids": p, "response_token_ids": a, "response_logprobs": [0.0] * len(a),
+         "response_mask": m}
+        for p, a, m in zip(prompts, answers, masks or [None] * len(answers))
     ]
     rows = [dict(r, advantage=0.0, sampling_temperature=1.0) for r in rows]
     b = make_batch(rows, policy.pad_id, device)

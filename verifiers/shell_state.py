@@ -10,22 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flywheel.domains.shell_state import REPORT_MARKER, script_of
+from flywheel.domains.shell_state import REPORT_MARKER, check, script_of
 from flywheel.verifiers import Verdict, register_verifier
 from flywheel.verifiers.hacks import shell_flags
 from flywheel.verifiers.scoring import harness_report, score_cases
-
-
-def _norm(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
-
-
-def check(entry: dict | None, want: str | None, exact: bool) -> bool:
-    if want is None:
-        return entry is None
-    if entry is None or entry.get("type") != "file" or entry.get("truncated"):
-        return False
-    return entry["content"] == want if exact else _norm(entry["content"]) == _norm(want)
 
 
 def _already_done(task: dict, want: dict, start: dict) -> bool:

@@ -4,7 +4,9 @@ For each variant of the task's files: write them into a fresh directory, run the
 script there with bash (its own session, output to a log the verdict never reads), kill whatever
 it left running, then record the directory's end state without following links. The harness is
 non-dumpable, so the script cannot write to its stdout through /proc or read its memory; its one
-report line (the plan's `marker`, then JSON), is the only thing the verifier reads. Standard library only.
+report line (the plan's `marker`, then JSON), is the only thing the verifier reads. With
+`log_bytes` in the plan (a multi-turn `run_shell` call), the report also carries the tail of the
+script's output, for the model to read. Standard library only.
 """
 
 import ctypes
@@ -59,6 +61,13 @@ def snapshot(root):
     return entries, False
 
 
+def log_tail(number, limit):
+    with open(f"log{number}.txt", "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - limit))
+        return f.read().decode("utf-8", "replace")
+
+
 def run_variant(number, files, budget_s):
     root = os.path.abspath(f"variant{number}")
     os.mkdir(root)
@@ -89,6 +98,8 @@ def main():
     start, variants = time.monotonic(), []
     for number, files in enumerate(plan["variants"]):
         variants.append(run_variant(number, files, budget))
+        if plan.get("log_bytes"):  # a multi-turn run_shell call: the model reads its output
+            variants[-1]["log"] = log_tail(number, plan["log_bytes"])
     report = {"variants": variants, "wall_s": round(time.monotonic() - start, 4)}
     sys.stdout.write("\n" + plan["marker"] + json.dumps(report) + "\n")
     sys.stdout.flush()
