@@ -4,7 +4,8 @@
      just the number."  ->  "41"
 
 One- and two-step problems (add, subtract, multiply, share equally, buy packs and give some
-away) with whole-number answers from 2 to a few thousand. The verifier extracts the final answer
+away) with small whole-number answers (2 to about 270), sized so that a 135M-parameter instruct
+model gets some right before training. The verifier extracts the final answer
 (\\boxed{}, an "Answer:" line, else the last number), so a model that explains first still
 scores when its last number is right. No number in a prompt equals its answer: echoing the
 question back never scores.
@@ -22,36 +23,36 @@ INSTRUCTION = " Answer with just the number."
 
 
 def _plus(rng, who, thing):
-    a, b = rng.randint(3, 60), rng.randint(3, 60)
+    a, b = rng.randint(3, 30), rng.randint(3, 20)
     return f"{who} has {a} {thing} and buys {b} more. How many {thing} does {who} have now?", a + b
 
 
 def _minus(rng, who, thing):
-    a = rng.randint(20, 99)
-    b = rng.randint(2, a - 2)
+    a = rng.randint(12, 40)
+    b = rng.randint(2, 9)
     return f"{who} had {a} {thing} and gave {b} of them to a friend. How many {thing} are left?", a - b
 
 
 def _times(rng, who, thing):
-    a, b = rng.randint(3, 12), rng.randint(3, 15)
+    a, b = rng.randint(2, 5), rng.randint(3, 10)
     return f"A box holds {b} {thing}. {who} fills {a} boxes. How many {thing} is that in all?", a * b
 
 
 def _share(rng, who, thing):
-    each, kids = rng.randint(2, 15), rng.randint(2, 9)
+    each, kids = rng.randint(2, 9), rng.randint(2, 5)
     return (f"{who} shares {each * kids} {thing} equally among {kids} children. How many "
             f"{thing} does each child get?", each)
 
 
 def _packs(rng, who, thing):
-    packs, per = rng.randint(2, 9), rng.randint(4, 12)
-    gone = rng.randint(1, packs * per - 2)
+    packs, per = rng.randint(2, 4), rng.randint(3, 6)
+    gone = rng.randint(1, 5)
     return (f"{who} buys {packs} packs of {thing} with {per} in each pack, then gives away {gone}. "
             f"How many {thing} does {who} keep?", packs * per - gone)
 
 
 def _trip(rng, who, _thing):
-    speed, hours = rng.randint(20, 90), rng.randint(2, 6)
+    speed, hours = rng.randint(2, 9) * 10, rng.randint(2, 3)
     return (f"{who} drives at {speed} km per hour for {hours} hours. How many km does {who} "
             "travel?", speed * hours)
 
@@ -64,7 +65,7 @@ class ChatArithmetic(Domain):
     name = "chat_arith"
     verifier = "math_answer"
     description = "arithmetic word problems for chat models; the final number is extracted"
-    max_new_tokens = 48
+    max_new_tokens = 64  # SmolLM2 works it out, then "#### N\nThe answer is N": room for both
 
     def sample_task(self, rng: random.Random) -> dict:
         who, thing = rng.choice(NAMES), rng.choice(THINGS)

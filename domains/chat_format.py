@@ -1,6 +1,7 @@
 """`chat_format`: instructions about the shape of a reply, each checked by a program
 (`format_rules` verifier): an exact word count, a JSON object with given keys, a bulleted list
-of N items, all lower case, a word repeated N times.
+of N items, all lower case, a word repeated N times, a one-word answer from a category, yes or
+no only, at most N words.
 
     "Write one sentence about rivers that is exactly 7 words long. Reply with the sentence only."
     rules: [{"rule": "word_count", "n": 7}, {"rule": "contains", "words": ["rivers"]}]
@@ -26,15 +27,28 @@ JSON_THINGS = {
     "a pet": ["name", "species", "color", "favorite_toy", "owner"],
     "a trip": ["destination", "transport", "season", "companion", "purpose"],
 }
-CATEGORIES = {
-    "colors": ["red", "blue", "green", "yellow", "purple", "orange"],
-    "fruits": ["apple", "banana", "cherry", "mango", "pear", "plum"],
-    "animals": ["cat", "dog", "horse", "rabbit", "eagle", "whale"],
-    "countries": ["France", "Japan", "Brazil", "Kenya", "Canada", "India"],
-    "musical instruments": ["piano", "violin", "guitar", "flute", "drum", "cello"],
+CATEGORIES = {  # the first six are drawn for references; all count as right answers
+    "colors": ["red", "blue", "green", "yellow", "purple", "orange", "pink", "black", "white",
+               "brown", "gray", "grey", "violet", "gold", "silver", "cyan", "magenta"],
+    "fruits": ["apple", "banana", "cherry", "mango", "pear", "plum", "orange", "grape", "lemon",
+               "peach", "kiwi", "strawberry", "pineapple", "watermelon", "lime", "apricot"],
+    "animals": ["cat", "dog", "horse", "rabbit", "eagle", "whale", "lion", "tiger", "elephant",
+                "cow", "bear", "wolf", "fox", "giraffe", "monkey", "zebra", "mouse", "bird"],
+    "countries": ["France", "Japan", "Brazil", "Kenya", "Canada", "India", "China", "Germany",
+                  "Italy", "Spain", "Mexico", "Egypt", "Australia", "Russia", "Peru", "USA"],
+    "musical instruments": ["piano", "violin", "guitar", "flute", "drum", "cello", "trumpet",
+                            "harp", "saxophone", "clarinet", "drums", "bass", "ukulele"],
 }
-OBJECTS = ["kettle", "ladder", "compass", "umbrella", "lantern", "stapler", "telescope", "hammock"]
+SINGULAR = {"colors": "color", "fruits": "fruit", "animals": "animal", "countries": "country",
+            "musical instruments": "musical instrument"}
+OBJECTS = ["kettle", "ladder", "compass", "umbrella", "lantern", "stapler", "telescope", "hammock",
+           "bicycle", "candle", "blanket", "microscope", "wallet", "toaster", "anchor", "helmet",
+           "mirror", "pillow", "backpack", "calculator", "thermometer", "whistle", "shovel", "clock"]
 WORDS = ["yes", "blue", "hello", "maple", "echo", "ping", "star", "coffee"]
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[0].lower() in "aeiou" else "a ") + noun
 
 
 def _word_count(rng):
@@ -56,16 +70,16 @@ def _json_keys(rng):
 
 def _bullets(rng):
     category, n = rng.choice(sorted(CATEGORIES)), rng.randint(3, 5)
-    reference = "\n".join(f"- {x}" for x in rng.sample(CATEGORIES[category], n))
+    reference = "\n".join(f"- {x}" for x in rng.sample(CATEGORIES[category][:6], n))
     return (f"List exactly {n} {category}, one per line, each line starting with \"- \". Reply "
             "with the list only.", [{"rule": "bullet_lines", "n": n, "prefix": "- "}], reference)
 
 
 def _lowercase(rng):
     thing = rng.choice(OBJECTS)
-    return (f"In one short sentence written entirely in lowercase letters, tell me what a {thing} "
+    return (f"In one short sentence written entirely in lowercase letters, tell me what {_a(thing)} "
             "is.", [{"rule": "lowercase"}, {"rule": "contains", "words": [thing]}],
-            f"a {thing} is a thing people use at home or outdoors.")
+            f"{_a(thing)} is a thing people use at home or outdoors.")
 
 
 def _repeat(rng):
@@ -74,14 +88,37 @@ def _repeat(rng):
             [{"rule": "repeated", "word": word, "n": n, "sep": ", "}], ", ".join([word] * n))
 
 
-KINDS = (_word_count, _json_keys, _bullets, _lowercase, _repeat)
+def _one_word(rng):
+    category = rng.choice(sorted(CATEGORIES))
+    return (f"Name one {SINGULAR[category]}. Reply with a single word and nothing else.",
+            [{"rule": "one_of", "options": CATEGORIES[category]}], rng.choice(CATEGORIES[category][:6]))
+
+
+def _yes_no(rng):
+    asked, drawn = rng.sample(sorted(CATEGORIES), 2)
+    thing = rng.choice(CATEGORIES[rng.choice([asked, drawn])][:6])
+    answer = "yes" if thing in CATEGORIES[asked] else "no"
+    named = thing if thing[0].isupper() else _a(thing)  # "Is France ...", "Is a piano ..."
+    return (f"Is {named} {_a(SINGULAR[asked])}? Answer with only yes or no.",
+            [{"rule": "one_of", "options": [answer]}], answer)
+
+
+def _short(rng):
+    topic, n = rng.choice(TOPICS), rng.randint(8, 15)
+    return (f"In at most {n} words, say one thing about {topic}.",
+            [{"rule": "max_words", "n": n}, {"rule": "contains", "words": [topic]}],
+            f"{topic.capitalize()} {' '.join(PAD[:n - 2])}.")
+
+
+# The last three are within reach of a 135M-parameter instruct model; the first five mostly not.
+KINDS = (_word_count, _json_keys, _bullets, _lowercase, _repeat, _one_word, _yes_no, _short)
 
 
 @register_domain
 class ChatFormat(Domain):
     name = "chat_format"
     verifier = "format_rules"
-    description = "format instructions (word count, JSON keys, N bullets, lowercase, repeats), checked by program"
+    description = "format instructions (word counts, JSON keys, N bullets, lowercase, one word, yes/no), checked by program"
     max_new_tokens = 48
     required_fields = ("task_id", "prompt", "rules")
 

@@ -30,6 +30,16 @@ def word_count(text: str, n: int) -> bool:
     return len(words(text)) == int(n)
 
 
+def max_words(text: str, n: int) -> bool:
+    """At least one word and at most `n`."""
+    return 0 < len(words(text)) <= int(n)
+
+
+def one_of(text: str, options: list[str]) -> bool:
+    """The whole reply is one of `options` (any case; a final period or "!" allowed)."""
+    return text.strip().rstrip(".!").strip().lower() in {o.lower() for o in options}
+
+
 def contains(text: str, words: list[str]) -> bool:
     """Each of `words` appears as a whole word, in any case."""
     have = {w.lower() for w in _WORD.findall(text)}
@@ -62,7 +72,7 @@ def repeated(text: str, word: str, n: int, sep: str = ", ") -> bool:
 
 
 RULES: dict[str, Callable[..., bool]] = {
-    "word_count": word_count, "contains": contains, "json_keys": json_keys,
+    "word_count": word_count, "max_words": max_words, "one_of": one_of, "contains": contains, "json_keys": json_keys,
     "bullet_lines": bullet_lines, "lowercase": lowercase, "repeated": repeated,
 }
 

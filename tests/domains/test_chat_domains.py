@@ -40,16 +40,19 @@ def _wrong_format(task) -> str:
             "json_keys": lambda: json.dumps(dict(list(json.loads(ref).items())[1:])),
             "bullet_lines": lambda: "\n".join(ref.splitlines()[:-1]),
             "lowercase": lambda: ref.capitalize(),
-            "repeated": lambda: ref + ", " + rule["word"]}[rule["rule"]]()
+            "repeated": lambda: ref + ", " + rule["word"],
+            "one_of": lambda: {"yes": "no", "no": "yes"}.get(ref, "spaceship"),
+            "max_words": lambda: ref + " and" * rule["n"]}[rule["rule"]]()
 
 
 def test_format_reference_scores_one_and_wrong_zero(score):
     seen = set()
-    for task in tasks("chat_format", 25):
+    for task in tasks("chat_format", 40):
         seen.add(task["rules"][0]["rule"])
         assert score(task, task["answer"]).reward == 1.0, task
         assert score(task, _wrong_format(task)).reward == 0.0, task
-    assert seen == {"word_count", "json_keys", "bullet_lines", "lowercase", "repeated"}
+    assert seen == {"word_count", "json_keys", "bullet_lines", "lowercase", "repeated", "one_of",
+                    "max_words"}
 
 
 def test_format_rules_read_what_a_chat_model_writes():
@@ -59,6 +62,8 @@ def test_format_rules_read_what_a_chat_model_writes():
     assert not check({"rule": "json_keys", "keys": ["a", "b"]}, '{"a": "y", "b": ""}')
     assert check({"rule": "bullet_lines", "n": 2, "prefix": "- "}, "- red\n\n- blue\n")
     assert not check({"rule": "bullet_lines", "n": 2, "prefix": "- "}, "- red\n- red")
+    assert check({"rule": "one_of", "options": ["yes"]}, " Yes.") and \
+        not check({"rule": "one_of", "options": ["yes"]}, "Yes, it is.")
     with pytest.raises(ValueError, match="unknown format rule 'rhyme'; known: word_count"):
         check({"rule": "rhyme"}, "x")
 
