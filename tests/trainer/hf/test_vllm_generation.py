@@ -161,6 +161,27 @@ def test_the_engine_follows_the_policys_weights(policy):
             policy.causal_lm.model.layers[0].mlp.down_proj.weight.div_(3.0)
 
 
+def test_a_lora_policy_samples_from_its_merged_adapter(policy, model_dir):
+    """With LoRA the engine runs the base with the adapter merged in: its logprobs are the
+    adapted policy's, not the base's. (Last of the engine tests: its engine closes the module's.)"""
+    from flywheel.trainer.policies import create_policy
+    lora = create_policy("hf", {"model": model_dir, "engine": "vllm", "lora_r": 4}, seed=0)
+    lora.module.eval()
+    with torch.no_grad():
+        for name, w in lora.module.named_parameters():
+            if "lora_B" in name:  # B starts at zero: make the adapter change the function
+                w.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
+    try:
+        prompts = [lora.encode_prompt(q) for q in PROMPTS[:4]]
+        samples = lora.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
+        trainer, sampler = scored(lora, prompts, samples, [1.0] * 4)
+        assert (trainer - sampler).abs().max() < 1e-4
+        base, _ = scored(policy, prompts, samples, [1.0] * 4)
+        assert (base - sampler).abs().max() > 1e-2
+    finally:
+        lora.close_engine()
+
+
 @pytest.mark.slow
 def test_flywheel_run_samples_each_iteration_from_the_last_checkpoint(model_dir, tmp_path):
     """Two real iterations with engine=vllm: every row holds sampled ids with one logprob each,

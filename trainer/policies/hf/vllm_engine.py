@@ -164,7 +164,7 @@ class PolicyEngine:
         self._lock = threading.Lock()
         self._engine: VLLMEngine | None = None
         self._stamp: tuple | None = None
-        self._folder: str | None = None
+        self._remove_folder = None  # removes the export; also runs at exit if never closed
 
     def get(self, policy) -> VLLMEngine:
         """The engine for `policy`'s weights as they are now."""
@@ -174,10 +174,12 @@ class PolicyEngine:
                 for other in list(_LIVE):
                     other.close()
                 _LIVE.add(self)
+                import shutil
                 import tempfile
-                self._folder = tempfile.mkdtemp(prefix="flywheel-vllm-")
-                policy.export(self._folder)
-                self._engine = VLLMEngine(self._folder, context=policy.context,
+                folder = tempfile.mkdtemp(prefix="flywheel-vllm-")
+                self._remove_folder = weakref.finalize(self, shutil.rmtree, folder, True)
+                policy.export(folder)
+                self._engine = VLLMEngine(folder, context=policy.context,
                                           dtype=policy.options.dtype,
                                           gpu_memory=policy.options.vllm_gpu_memory)
                 self._stamp = stamp
@@ -185,13 +187,12 @@ class PolicyEngine:
 
     def close(self) -> None:
         """Stop the engine and remove its folder (a later `get` starts a new one)."""
-        import shutil
         _LIVE.discard(self)
-        engine, folder, self._engine, self._folder = self._engine, self._folder, None, None
+        engine, remove, self._engine, self._remove_folder = self._engine, self._remove_folder, None, None
         if engine is not None:
             engine.close()
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+        if remove is not None:
+            remove()
 
     def __del__(self):
         with contextlib.suppress(Exception):
