@@ -39,9 +39,13 @@ def normalize_group(attempts: list[Attempt], estimator: str, turn_discount: floa
 
 def turn_returns(attempt: Attempt, discount: float) -> list[float]:
     """Discounted return of each turn of an episode: its own reward (the domain's score of the
-    state after it, 0 when none), the later turns' discounted, and the outcome at the last."""
-    rewards = [float(t.get("reward") or 0.0) for t in attempt.turns]
-    rewards[-1] += float(attempt.reward_raw)
+    state after it, 0 when none), the later turns' discounted, and the outcome at the last.
+
+    A turn's reward never exceeds the episode's verified outcome: visible tests passed by code
+    that fails the hidden ones (hard-coded examples) earn nothing a turn at a time either."""
+    outcome = float(attempt.reward_raw)
+    rewards = [min(float(t.get("reward") or 0.0), outcome) for t in attempt.turns]
+    rewards[-1] += outcome
     returns, running = [], 0.0
     for r in reversed(rewards):
         running = r + discount * running

@@ -145,3 +145,12 @@ def test_an_episode_ends_with_its_answer(backend):
     long = dataclasses.replace(live_episode("x+1"), episode={**live_episode("x+1").episode,
                                                                   "observation_chars": 40})
     assert len(act(long, backend)[0].turns[-1]["observation"]) <= 40
+
+
+def test_turn_returns_are_discounted_and_capped_by_the_outcome():
+    from flywheel.transforms.rewards import turn_returns
+    attempt = live_episode("x").replace(
+        turns=[{"reward": 0.0}, {"reward": 0.5}, {"reward": 1.0}], reward_raw=1.0, episode_end="solved")
+    assert turn_returns(attempt, 0.5) == [0.0 + 0.5 * (0.5 + 0.5 * 2.0), 0.5 + 0.5 * 2.0, 2.0]
+    hard_coded = attempt.replace(reward_raw=0.0)  # visible tests passed, hidden ones failed
+    assert turn_returns(hard_coded, 1.0) == [0.0, 0.0, 0.0]
