@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import resource
 import subprocess
 import time
 from collections.abc import Callable
@@ -108,6 +109,12 @@ def pretrained_skips_warm_start(config: RunConfig, explicit: set[str]) -> RunCon
     return dataclasses.replace(config, warm_start=dataclasses.replace(config.warm_start, max_steps=0))
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB (the kernel's high-water mark, which
+    never goes down: an iteration's figure is the largest of it and every earlier one)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _trainer_metrics(info: dict, iteration: int, stats: dict) -> list[dict]:
     now = dt.datetime.now(dt.timezone.utc)
     return [{"run_id": info["run_id"], "iteration": iteration, "domain": "*", "name": f"train/{k}",
@@ -135,7 +142,7 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
         event("rollout_begin", {"iteration": k})
         result = run_rollout(config, spec, layout, options)
         counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
-        rollout_s = time.time() - started
+        rollout_s, rollout_rss = time.time() - started, peak_rss_mb()
         event("train_begin", {"iteration": k})
         stats = train_iteration(layout.table_dir("trajectories", k), policy, layout.checkpoint(k),
                                 config.train, seed=config.seed * 1_000_003 + k,
@@ -144,7 +151,8 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
                       "metrics", _trainer_metrics(info, k, stats))
         summary = {"iteration": k, "rollout_seconds": rollout_s,
                    "train_seconds": time.time() - started - rollout_s, "counters": counters,
-                   "train": stats}
+                   "train": stats, "driver_peak_rss_mb": {"rollout": rollout_rss,
+                                                          "train": peak_rss_mb()}}
         layout.write_json(layout.commit_marker(k), summary)
         event("iteration_end", summary)
     event("run_end", {"run_dir": run_dir})

@@ -36,6 +36,8 @@ def test_iterations_commit_and_checkpoints_chain(tmp_path):
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["seed"] == 3 and info["schema_versions"]["trajectories"] == "1.1"
     assert load_checkpoint(layout.checkpoint(1)).meta["policy_version"] == 2
+    first, rss = (layout.read_json(layout.commit_marker(k))["driver_peak_rss_mb"] for k in (0, 1))
+    assert 0 < first["rollout"] <= first["train"] <= rss["rollout"] <= rss["train"]  # high-water
     _, rows = query(str(tmp_path), "SELECT iteration, min(policy_version), max(policy_version) "
                                    "FROM trajectories GROUP BY 1 ORDER BY 1")
     assert rows == [(0, 0, 0), (1, 1, 1)]
