@@ -1,6 +1,7 @@
 """Multi-turn episodes: speed of turn-batched stages, and what turns and RL buy.
 
-    python bench/episodes.py [--part speed|learn|all] [--episodes 256] [--iterations 6]
+    python bench/episodes.py [--part speed|learn|all] [--episodes 256] [--iterations 8]
+                             [--warm-start-steps 200] [--lr 5e-4]
 
 speed: the same episodes (fix_function, 3 turns, the same policy and seeds) three ways, side by
 side in one process: one episode at a time (sample a turn, run its tool, next turn), turn-batched
@@ -108,7 +109,7 @@ def speed(n: int, console: Console) -> None:
     console.print(table)
 
 
-def learn(iterations: int, console: Console) -> None:
+def learn(iterations: int, console: Console, warm_start_steps: int = 200, lr: float = 5e-4) -> None:
     from flywheel.domains.registry import get_domain
     from flywheel.pipelines.layout import RunLayout
     from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
@@ -117,7 +118,7 @@ def learn(iterations: int, console: Console) -> None:
     command = [sys.executable, "-m", "flywheel.pipelines.cli", "run", "--run-dir", str(run_dir),
                "--iterations", str(iterations), "--domains", ",".join(DOMAINS), "--max-turns", "3",
                "--tasks-per-domain", "32", "--n-samples", "8", "--heldout-per-domain", "100",
-               "--warm-start-max-steps", "120"]
+               "--warm-start-max-steps", str(warm_start_steps), "--lr", str(lr)]
     console.print(" ".join(command[2:]))
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -143,13 +144,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--part", choices=("speed", "learn", "all"), default="all")
     parser.add_argument("--episodes", type=int, default=256)
-    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--warm-start-steps", type=int, default=200,
+                        help="a partial warm start, so RL has room to show (300 steps: ~0.85)")
+    parser.add_argument("--lr", type=float, default=5e-4)
     args = parser.parse_args()
     console = Console()
     if args.part in ("speed", "all"):
         speed(args.episodes, console)
     if args.part in ("learn", "all"):
-        learn(args.iterations, console)
+        learn(args.iterations, console, args.warm_start_steps, args.lr)
 
 
 if __name__ == "__main__":
