@@ -24,7 +24,7 @@ from flywheel.domains.dataset import DatasetDomain
 from flywheel.domains.episodes import SOLVED, EpisodeDomain, Step
 from flywheel.domains.registry import SandboxNeeds, register_domain
 from flywheel.domains.report_channel import harness_report
-from flywheel.domains.tools import RUN_TESTS, SUBMIT
+from flywheel.domains.tools import RUN_CODE, RUN_TESTS, SUBMIT
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "pytests.py").read_text()
 REPORT_MARKER = "FLYWHEEL-PYTESTS "  # starts the harness's report line; the verifier looks for it
@@ -194,7 +194,7 @@ class PythonTestsDomain(DatasetDomain, EpisodeDomain):
     prompt_template = "{text}\nYour code should pass these tests:\n{tests}"  # MBPP rows without a prompt
     max_new_tokens = 24
     case_timeout_s = 1.0
-    tools = (RUN_TESTS, SUBMIT)
+    tools = (RUN_TESTS, RUN_CODE, SUBMIT)
     plain_tool = RUN_TESTS.name
 
     def validate_task(self, task: dict) -> list[str]:
@@ -231,12 +231,18 @@ class PythonTestsDomain(DatasetDomain, EpisodeDomain):
                 "limits": {**self.sandbox.limits(), "timeout_s": timeout}}
 
     def tool_program(self, task: dict, state: dict, call, marker: str = REPORT_MARKER) -> dict:
+        if call.name == RUN_CODE.name:  # a scratch program: its output, no tests, no answer
+            return {"files": {"main.py": call.arguments["code"]}, "command": ["python", "main.py"]}
         spec = self.program(task, call.arguments["code"], marker=marker)
         plan = json.loads(spec["stdin"])
         plan["steps"] = [s for s in plan["steps"] if not s["hidden"]]  # hidden cases stay hidden
         return {**spec, "stdin": json.dumps(plan)}
 
     def observe(self, task: dict, state: dict, call, result) -> Step:
+        if call.name == RUN_CODE.name:
+            output = (result.stdout + result.stderr)[-1500:]
+            status = "" if result.exit_code == 0 else f"[exit {result.exit_code}]"
+            return Step(output + status, state)
         state = {**state, "answer": call.arguments["code"]}
         report, problem, _ = harness_report(result, REPORT_MARKER)
         if report is None:

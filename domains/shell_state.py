@@ -17,7 +17,7 @@ from pathlib import Path
 from flywheel.domains.episodes import SOLVED, SUBMITTED, EpisodeDomain, Step
 from flywheel.domains.registry import SandboxNeeds, register_domain
 from flywheel.domains.report_channel import harness_report
-from flywheel.domains.tools import RUN_SHELL, SUBMIT
+from flywheel.domains.tools import RUN_SHELL, SUBMIT, WRITE_FILE
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "shell.py").read_text()
 REPORT_MARKER = "FLYWHEEL-SHELL "  # starts the harness's report line; the verifier looks for it
@@ -50,7 +50,7 @@ class ShellDomain(EpisodeDomain):
     verifier = "shell_state"
     report_marker = REPORT_MARKER
     sandbox = SandboxNeeds(language="bash", files=("harness.py", "script.sh"))
-    tools = (RUN_SHELL, SUBMIT)
+    tools = (RUN_SHELL, WRITE_FILE, SUBMIT)
     plain_tool = RUN_SHELL.name
     log_bytes = 2000
     required_fields = ("task_id", "prompt", "files", "expect")
@@ -69,7 +69,9 @@ class ShellDomain(EpisodeDomain):
     def start_state(self, task: dict) -> dict:
         return {"files": dict(task["files"]), "answer": ""}
 
-    def tool_program(self, task: dict, state: dict, call, marker: str = REPORT_MARKER) -> dict:
+    def tool_program(self, task: dict, state: dict, call, marker: str = REPORT_MARKER) -> dict | None:
+        if call.name == WRITE_FILE.name:
+            return None  # changes the state only; the answer script gets the same write
         plan = {"script": call.arguments["command"] + "\n", "variants": [state["files"]],
                 "budget_s": self.sandbox.timeout_s - 0.6, "marker": marker,
                 "log_bytes": self.log_bytes}
@@ -77,6 +79,15 @@ class ShellDomain(EpisodeDomain):
                 "stdin": json.dumps(plan), "limits": self.sandbox.limits()}
 
     def observe(self, task: dict, state: dict, call, result) -> Step:
+        if call.name == WRITE_FILE.name:
+            path, content = call.arguments["path"], call.arguments["content"]
+            delimiter = f"FLYWHEEL_EOF_{len(state['answer'])}"
+            while delimiter in content:
+                delimiter += "_"
+            line = (f"mkdir -p \"$(dirname '{path}')\" && cat > '{path}' <<'{delimiter}'\n"
+                    f"{content}\n{delimiter}\n")
+            return Step(f"wrote {path}", {"files": {**state["files"], path: content + "\n"},
+                                          "answer": state["answer"] + line})
         report, problem, _ = harness_report(result, REPORT_MARKER)
         if report is None or not report.get("variants"):
             return Step(f"the command did not run: {problem}", state, None, 0.0)

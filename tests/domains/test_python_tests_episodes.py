@@ -35,3 +35,11 @@ def test_run_tests_shows_visible_failures_and_never_hidden_cases(backend):
     assert right.done == "solved" and right.reward == 1.0 and right.state["answer"] == task["code"]
     broken = step(task, "def oops(:\n", backend)
     assert broken.done is None and "SyntaxError" in broken.observation
+
+
+def test_run_code_shows_output_and_keeps_the_answer(backend):
+    task = DOMAIN.normalize_task(DOMAIN.rows()[0])
+    call = ToolCall("run_code", {"code": "print(6 * 7)\nimport sys; sys.exit(3)"})
+    result = backend.run(DOMAIN.tool_request(task, {"answer": "kept"}, call))
+    step = DOMAIN.step(task, {"answer": "kept"}, call, result)
+    assert step.observation == "42\n[exit 3]" and step.state == {"answer": "kept"} and step.done is None

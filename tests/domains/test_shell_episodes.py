@@ -66,3 +66,17 @@ def test_a_demonstrated_episode_trains_on_actions_only():
     single, single_mask = demonstrated(policy, get_domain("add"), get_domain("add").make_task("train", 0, 0),
                                        random.Random(0), run_max_turns=0)
     assert single_mask == [1] * len(single)
+
+
+def test_write_file_changes_the_state_and_the_answer_writes_it_too(backend):
+    task = DOMAIN.make_task("train", 2, seed=0)
+    other = next(name for name in task["files"] if name != "a")
+    content = task["files"][other].rstrip("\n")
+    state = DOMAIN.start_state(task)
+    step = DOMAIN.step(task, state, ToolCall("write_file", {"path": "b", "content": content}), None)
+    assert step.observation == "wrote b" and step.state["files"]["b"] == content + "\n"
+    listed = run_shell(task, step.state, "cat b", backend)
+    assert listed.observation == content + "\n" and listed.done == "solved"
+    answer = DOMAIN.final_response(task, listed.state)
+    verdict = get_verifier("shell_state")(task, answer, DOMAIN.run(backend, task, answer))
+    assert verdict.reward == 1.0
