@@ -8,6 +8,7 @@ embedding pointed along the mean hidden state so that responses end by EOS about
 by length.
 """
 import importlib.util
+import os
 import subprocess
 
 import pytest
@@ -125,6 +126,17 @@ def test_eos_ends_a_response_as_in_the_hf_sampler(policy, model_dir):
         [(s.token_ids, s.finish_reason) for s in theirs]
     for a, b in zip(ours, theirs):
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+
+
+ENV_AT_IMPORT = dict(os.environ)
+
+
+def test_this_process_keeps_its_environment(policy):
+    """What vLLM's CPU platform writes into os.environ while starting (LD_PRELOAD of torch's
+    libgomp, the spawn method, inductor threads) stays with the engine's processes."""
+    for key in ("LD_PRELOAD", "VLLM_WORKER_MULTIPROC_METHOD", "TORCHINDUCTOR_COMPILE_THREADS",
+                "VLLM_CPU_KVCACHE_SPACE"):
+        assert os.environ.get(key) == ENV_AT_IMPORT.get(key), key
 
 
 def test_a_stop_string_ends_a_response(policy):

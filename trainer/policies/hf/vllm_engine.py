@@ -55,9 +55,12 @@ def _engine_environment():
         os.environ.setdefault(k, v)
     try:
         yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    finally:  # key by key: other threads (Beam's) may read the environment meanwhile
+        for k in set(os.environ) - set(saved):
+            del os.environ[k]
+        for k, v in saved.items():
+            if os.environ.get(k) != v:
+                os.environ[k] = v
 
 
 class VLLMEngine:
