@@ -154,14 +154,16 @@ def copy_trajectories(run_dir: Path, rows: int, out_root: Path, signal: bool = F
     file per copy; with `signal` every row carries signal (advantage +-1, not filtered)."""
     source = run_dir / "tables" / "trajectories" / "iteration=0"
     parts = sorted(source.glob("domain=*"))
+    per_part = -(-rows // len(parts))
     for part in parts:
         table = pq.read_table(next(part.glob("*.parquet")))
+        table = table.slice(0, per_part)
         if signal:
             sign = pa.array([1.0 if i % 2 else -1.0 for i in range(table.num_rows)])
             table = table.set_column(table.schema.get_field_index("advantage"), "advantage", sign)
             table = table.set_column(table.schema.get_field_index("filtered"), "filtered",
                                      pa.array([False] * table.num_rows))
-        copies = -(-rows // (table.num_rows * len(parts)))
+        copies = -(-per_part // table.num_rows)
         out = out_root / "tables" / "trajectories" / "iteration=0" / part.name
         out.mkdir(parents=True)
         for k in range(copies):

@@ -13,6 +13,7 @@ from flywheel.domains.registry import DEFAULT_DOMAINS
 from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.sql import query
+from flywheel.schemas import SCHEMA_VERSION
 from flywheel.trainer.checkpoint import load_checkpoint
 
 from .conftest import tiny_config
@@ -34,7 +35,7 @@ def test_iterations_commit_and_checkpoints_chain(tmp_path):
     layout = RunLayout(str(tmp_path))
     assert layout.committed_iterations() == [0, 1]
     info = json.loads((tmp_path / "run.json").read_text())
-    assert info["seed"] == 3 and info["schema_versions"]["trajectories"] == "1.1"
+    assert info["seed"] == 3 and info["schema_versions"]["trajectories"] == SCHEMA_VERSION
     assert load_checkpoint(layout.checkpoint(1)).meta["policy_version"] == 2
     first, rss = (layout.read_json(layout.commit_marker(k))["driver_peak_rss_mb"] for k in (0, 1))
     assert 0 < first["rollout"] <= first["train"] <= rss["rollout"] <= rss["train"]  # high-water
