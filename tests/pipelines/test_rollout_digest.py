@@ -7,6 +7,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
+from flywheel.schemas import SCHEMA_VERSION
 from flywheel.trainer.checkpoint import policy_digest, save_checkpoint
 from flywheel.trainer.policies import create_policy
 from flywheel.trainer.train import StalePolicyError, train_iteration
@@ -31,7 +32,7 @@ def test_rows_carry_the_digest_of_the_checkpoint_they_were_sampled_from(tmp_path
     rows = layout.read_table("trajectories").to_pylist()
     assert len(rows) == 3 * 4
     assert {r["checkpoint_digest"] for r in rows} == {digest}
-    assert {r["schema_version"] for r in rows} == {"1.1"}
+    assert {r["schema_version"] for r in rows} == {SCHEMA_VERSION}
 
     trajectories = layout.table_dir("trajectories", 0)
     refused = rf"12 of 12 .*{other_digest}.*12 row\(s\) from {digest}"
