@@ -1,7 +1,7 @@
 """Multi-turn episodes: speed of turn-batched stages, and what turns and RL buy.
 
     python bench/episodes.py [--part speed|learn|all] [--episodes 256] [--iterations 8]
-                             [--warm-start-steps 200] [--lr 5e-4]
+                             [--warm-start-steps 150] [--lr 1e-4]
 
 speed: the same episodes (fix_function, 3 turns, the same policy and seeds) three ways, side by
 side in one process: one episode at a time (sample a turn, run its tool, next turn), turn-batched
@@ -109,7 +109,7 @@ def speed(n: int, console: Console) -> None:
     console.print(table)
 
 
-def learn(iterations: int, console: Console, warm_start_steps: int = 200, lr: float = 5e-4) -> None:
+def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: float = 1e-4) -> None:
     from flywheel.domains.registry import get_domain
     from flywheel.pipelines.layout import RunLayout
     from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
@@ -145,9 +145,10 @@ def main() -> None:
     parser.add_argument("--part", choices=("speed", "learn", "all"), default="all")
     parser.add_argument("--episodes", type=int, default=256)
     parser.add_argument("--iterations", type=int, default=8)
-    parser.add_argument("--warm-start-steps", type=int, default=200,
-                        help="a partial warm start, so RL has room to show (300 steps: ~0.85)")
-    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--warm-start-steps", type=int, default=150,
+                        help="a partial warm start, so RL has room to show (~0.2; 200 steps: ~0.9)")
+    parser.add_argument("--lr", type=float, default=1e-4,
+                        help="RL learning rate (1e-3 collapsed shell_pick in one update)")
     args = parser.parse_args()
     console = Console()
     if args.part in ("speed", "all"):
