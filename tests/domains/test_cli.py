@@ -19,7 +19,8 @@ def test_domains_lists_at_least_100_with_tier_verifier_and_count(capsys):
     assert by_name["py_functions"]["tasks"] == 8 and by_name["rg_chain_sum"]["tier"] == 2
     assert {r["verifier"] for r in rows} >= {"python_tests", "math_answer", "structured",
                                             "sql_result", "shell_state", "reasoning_gym"}
-    assert by_name["shell_files"]["tools"] == ["run_shell"]
+    assert by_name["shell_files"]["tools"] == ["run_shell", "write_file", "submit"]
+    assert by_name["py_mbpp"]["tools"] == ["run_tests", "run_code", "submit"]
     assert domains_cli.main(["domains", "--prefix", "sql"]) == 0
     assert "sql_shop" in capsys.readouterr().out
 
