@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import apache_beam as beam
@@ -32,9 +31,10 @@ from apache_beam.utils.shared import Shared
 from flywheel.domains.episodes import BUDGET, MAX_TURNS, Step, cut_middle, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tools import ToolCallError, parse_action
-from flywheel.sandbox import SandboxError, get_backend
+from flywheel.sandbox import SandboxError
 from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
+from flywheel.transforms.execute import _ExecuteBatch
 from flywheel.transforms.generate import LoadedPolicy, PolicyModelHandler, fit_prompt
 
 if TYPE_CHECKING:
@@ -201,20 +201,12 @@ def _failed(attempt: Attempt, episode: dict, error: dict) -> tuple[Attempt, dict
     return attempt.replace(episode={**episode, "end": "failed"}, failure=error["kind"]), error
 
 
-class _Act(beam.DoFn):
-    def __init__(self, backend: str, options: dict, workers: int):
-        self.backend_name, self.options, self.workers = backend, options, workers
-
-    def setup(self):
-        self.backend = get_backend(self.backend_name, **self.options)
-        self.pool = ThreadPoolExecutor(self.workers)
-
-    def teardown(self):
-        self.pool.shutdown(wait=True)
-        self.backend.close()
+class _Act(_ExecuteBatch):
+    """Execute's sandbox and thread pool (opened in setup), running each episode's tool call."""
 
     def process(self, batch):
-        for attempt, error in self.pool.map(lambda a: act(a, self.backend), batch):
+        for attempt, error in self.pool.map(
+                lambda a: act(a, self.backend, self.retries, self.backoff_s), batch):
             if error is not None:
                 yield errors_output(error)
             if attempt.episode.get("end"):
@@ -238,7 +230,8 @@ class Turn(beam.PTransform):
                  | "Attach" >> beam.Map(lambda r: r.example.replace(**r.inference))
                  | "Batch" >> beam.BatchElements(min_batch_size=max(1, self.batch_size // 4),
                                                  max_batch_size=self.batch_size)
-                 | "Act" >> beam.ParDo(_Act(self.backend, self.options, self.workers))
+                 | "Act" >> beam.ParDo(_Act(self.backend, self.workers, retries=2, backoff_s=0.2,
+                                           options=self.options))
                  .with_outputs(DONE_TAG, ERRORS_TAG, main="live"))
         return {"live": acted.live, DONE_TAG: acted[DONE_TAG], ERRORS_TAG: acted[ERRORS_TAG]}
 

@@ -1,27 +1,15 @@
 """fix_function: the built-in multi-turn domain, run for real in the sandbox."""
 
-import random
-
-import pytest
-
 from flywheel.domains.episodes import SOLVED
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tools import ToolCall
-from flywheel.sandbox import get_backend
 from flywheel.verifiers import get_verifier
 
 DOMAIN = get_domain("fix_function")
 
 
-@pytest.fixture(scope="module")
-def backend():
-    b = get_backend("local")
-    yield b
-    b.close()
-
-
-def score(task, response, backend):
-    return get_verifier("function_points")(task, response, DOMAIN.run(backend, task, response))
+def score(task, response, sandbox):
+    return get_verifier("function_points")(task, response, DOMAIN.run(sandbox, task, response))
 
 
 def test_tasks_are_seeded_and_the_shown_body_is_wrong():
@@ -31,26 +19,26 @@ def test_tasks_are_seeded_and_the_shown_body_is_wrong():
         assert task["body"] != task["answer"] and task["prompt"].startswith(f"fix {task['body']} ")
 
 
-def test_the_fix_scores_1_and_the_bug_a_constant_or_a_call_0(backend):
+def test_the_fix_scores_1_and_the_bug_a_constant_or_a_call_0(sandbox):
     task = DOMAIN.make_task("train", 0, seed=2)
-    assert score(task, task["answer"], backend).reward == 1.0
+    assert score(task, task["answer"], sandbox).reward == 1.0
     y = task["visible"][0][1]
     for wrong in (task["body"], str(y), "x", f"x-x+{y}", "print(1) or x", "__import__('os')"):
-        assert score(task, wrong, backend).reward == 0.0, wrong
+        assert score(task, wrong, sandbox).reward == 0.0, wrong
 
 
-def test_feedback_shows_the_value_and_the_fix_solves(backend):
+def test_feedback_shows_the_value_and_the_fix_solves(sandbox):
     task = DOMAIN.make_task("heldout", 3, seed=0)
     (x, y), = task["visible"]
     state = DOMAIN.start_state(task)
     for body, solved in ((task["body"], None), (task["answer"], SOLVED)):
         call = ToolCall("run_tests", {"code": body})
-        result = DOMAIN.read_output(backend.run(DOMAIN.tool_request(task, state, call)), "")
+        result = DOMAIN.read_output(sandbox.run(DOMAIN.tool_request(task, state, call)), "")
         step = DOMAIN.step(task, state, call, result)
         assert step.done == solved and step.state["answer"] == body
         assert step.observation == ("ok" if solved else f"f({x})={eval(body, {'x': x})}")
     broken = ToolCall("run_tests", {"code": "x+"})
-    result = backend.run(DOMAIN.tool_request(task, state, broken))
+    result = sandbox.run(DOMAIN.tool_request(task, state, broken))
     assert DOMAIN.step(task, state, broken, result).observation.startswith("SyntaxError")
 
 

@@ -1,45 +1,35 @@
 """python_tests tasks multi-turn: run_tests shows visible cases only, in the real sandbox."""
 
-import pytest
-
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tools import ToolCall
-from flywheel.sandbox import get_backend
 
 DOMAIN = get_domain("py_mbpp")
 
 
-@pytest.fixture(scope="module")
-def backend():
-    b = get_backend("local")
-    yield b
-    b.close()
-
-
-def step(task, code, backend):
+def step(task, code, sandbox):
     call = ToolCall("run_tests", {"code": code})
     nonce = DOMAIN.nonce()
-    result = DOMAIN.read_output(backend.run(DOMAIN.tool_request(task, {}, call, nonce)), nonce)
+    result = DOMAIN.read_output(sandbox.run(DOMAIN.tool_request(task, {}, call, nonce)), nonce)
     return DOMAIN.step(task, {}, call, result)
 
 
-def test_run_tests_shows_visible_failures_and_never_hidden_cases(backend):
+def test_run_tests_shows_visible_failures_and_never_hidden_cases(sandbox):
     task = next(t for t in DOMAIN.rows() if t.get("hidden_test_list"))
     task = DOMAIN.normalize_task(task)
-    wrong = step(task, f"def {task['code'].split('(')[0][4:]}(*a):\n    return 0\n", backend)
+    wrong = step(task, f"def {task['code'].split('(')[0][4:]}(*a):\n    return 0\n", sandbox)
     assert wrong.done is None and wrong.reward == 0.0
     assert wrong.observation.startswith(f"0/{len(task['test_list'])} visible tests pass")
     assert task["test_list"][0] in wrong.observation
     assert not any(hidden in wrong.observation for hidden in task["hidden_test_list"])
-    right = step(task, task["code"], backend)
+    right = step(task, task["code"], sandbox)
     assert right.done == "solved" and right.reward == 1.0 and right.state["answer"] == task["code"]
-    broken = step(task, "def oops(:\n", backend)
+    broken = step(task, "def oops(:\n", sandbox)
     assert broken.done is None and "SyntaxError" in broken.observation
 
 
-def test_run_code_shows_output_and_keeps_the_answer(backend):
+def test_run_code_shows_output_and_keeps_the_answer(sandbox):
     task = DOMAIN.normalize_task(DOMAIN.rows()[0])
     call = ToolCall("run_code", {"code": "print(6 * 7)\nimport sys; sys.exit(3)"})
-    result = backend.run(DOMAIN.tool_request(task, {"answer": "kept"}, call))
+    result = sandbox.run(DOMAIN.tool_request(task, {"answer": "kept"}, call))
     step = DOMAIN.step(task, {"answer": "kept"}, call, result)
     assert step.observation == "42\n[exit 3]" and step.state == {"answer": "kept"} and step.done is None

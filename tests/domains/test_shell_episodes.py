@@ -3,12 +3,10 @@ real in the sandbox; the episode's commands are its answer, scored from the task
 
 import random
 
-import pytest
 
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tools import ToolCall
 from flywheel.pipelines.warm_start import demonstrated
-from flywheel.sandbox import get_backend
 from flywheel.trainer.policies import create_policy
 from flywheel.trainer.policies.tiny import tokens
 from flywheel.verifiers import get_verifier
@@ -16,35 +14,28 @@ from flywheel.verifiers import get_verifier
 DOMAIN = get_domain("shell_pick")
 
 
-@pytest.fixture(scope="module")
-def backend():
-    b = get_backend("local")
-    yield b
-    b.close()
-
-
-def run_shell(task, state, command, backend):
+def run_shell(task, state, command, sandbox):
     call = ToolCall("run_shell", {"command": command})
     nonce = DOMAIN.nonce()
-    result = DOMAIN.read_output(backend.run(DOMAIN.tool_request(task, state, call, nonce)), nonce)
+    result = DOMAIN.read_output(sandbox.run(DOMAIN.tool_request(task, state, call, nonce)), nonce)
     return DOMAIN.step(task, state, call, result)
 
 
-def test_an_episode_looks_then_acts_and_its_commands_are_scored(backend):
+def test_an_episode_looks_then_acts_and_its_commands_are_scored(sandbox):
     task = DOMAIN.make_task("heldout", 4, seed=0)
     other = next(name for name in task["files"] if name != "a")
     state = DOMAIN.start_state(task)
-    listing = run_shell(task, state, "ls", backend)
+    listing = run_shell(task, state, "ls", sandbox)
     assert listing.observation == f"a\n{other}\n" and listing.done is None and listing.reward < 1
-    failed = run_shell(task, listing.state, "cat nothing-here", backend)
+    failed = run_shell(task, listing.state, "cat nothing-here", sandbox)
     assert "No such file" in failed.observation and failed.observation.endswith("[exit 1]")
-    made = run_shell(task, failed.state, "echo draft > notes; mkdir -p d", backend)
+    made = run_shell(task, failed.state, "echo draft > notes; mkdir -p d", sandbox)
     assert made.state["files"]["notes"] == "draft\n"
-    solved = run_shell(task, made.state, f"rm notes; cp {other} b", backend)  # notes was kept
+    solved = run_shell(task, made.state, f"rm notes; cp {other} b", sandbox)  # notes was kept
     assert solved.done == "solved" and solved.reward == 1.0
     answer = DOMAIN.final_response(task, solved.state)
     assert answer == f"ls\ncat nothing-here\necho draft > notes; mkdir -p d\nrm notes; cp {other} b\n"
-    verdict = get_verifier("shell_state")(task, answer, DOMAIN.run(backend, task, answer))
+    verdict = get_verifier("shell_state")(task, answer, DOMAIN.run(sandbox, task, answer))
     assert verdict.reward == 1.0
 
 
@@ -68,15 +59,15 @@ def test_a_demonstrated_episode_trains_on_actions_only():
     assert single_mask == [1] * len(single)
 
 
-def test_write_file_changes_the_state_and_the_answer_writes_it_too(backend):
+def test_write_file_changes_the_state_and_the_answer_writes_it_too(sandbox):
     task = DOMAIN.make_task("train", 2, seed=0)
     other = next(name for name in task["files"] if name != "a")
     content = task["files"][other].rstrip("\n")
     state = DOMAIN.start_state(task)
     step = DOMAIN.step(task, state, ToolCall("write_file", {"path": "b", "content": content}), None)
     assert step.observation == "wrote b" and step.state["files"]["b"] == content + "\n"
-    listed = run_shell(task, step.state, "cat b", backend)
+    listed = run_shell(task, step.state, "cat b", sandbox)
     assert listed.observation == content + "\n" and listed.done == "solved"
     answer = DOMAIN.final_response(task, listed.state)
-    verdict = get_verifier("shell_state")(task, answer, DOMAIN.run(backend, task, answer))
+    verdict = get_verifier("shell_state")(task, answer, DOMAIN.run(sandbox, task, answer))
     assert verdict.reward == 1.0
