@@ -74,7 +74,10 @@ def test_ctrl_c_ends_a_run_with_a_resume_hint_not_a_traceback(tmp_path):
     proc = subprocess.Popen(["flywheel", "run", "--run-dir", str(run_dir), "--iterations", "3",
                              "--tasks-per-domain", "4", "--heldout-per-domain", "4",
                              "--n-samples", "4", "--warm-start-max-steps", "20"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            # as from a terminal: a suite started in the background (`cmd &` in a
+                            # script) hands its children SIGINT ignored, and Python keeps it so
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 300
     while not (run_dir / "status.json").exists() and time.time() < deadline:
         time.sleep(0.2)
