@@ -18,7 +18,6 @@ by the domain's ordinary single-turn path, hidden tests included.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +121,3 @@ def cut_middle(text: str, limit: int) -> tuple[str, int]:
     keep = max(0, limit - len(marker))
     head = keep // 2
     return text[:head] + marker + text[len(text) - (keep - head):], cut
-
-
-def with_state(step: Step, **changes) -> Step:
-    return dataclasses.replace(step, **changes)

@@ -107,10 +107,6 @@ def test_multi_process_runner_gives_the_same_rows(in_memory, tmp_path):
     assert [comparable(r) for r in other] == [comparable(r) for r in in_memory]
 
 
-class _Local:
-    """The local sandbox, opened once for the act() tests below."""
-
-
 @pytest.fixture(scope="module")
 def backend():
     from flywheel.sandbox import get_backend
