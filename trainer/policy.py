@@ -62,13 +62,15 @@ class Policy(Protocol):
         type), so a row sampled twice gives the same numbers bit for bit."""
 
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
-                       temperatures: torch.Tensor) -> torch.Tensor:
+                       temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
         """Log-probability of each next token under the sampling distribution, with autograd.
 
         input_ids (B, T) long, right-padded with `pad_id`; attn_mask (B, T) bool, True at real
         tokens; temperatures (B,) float, 0 meaning greedy (scored at T=1) -> (B, T-1) float32,
         entry t scoring input_ids[:, t+1]. Positions whose target is padding hold finite values
         of no meaning (callers mask them out). For sampled ids this equals `Sample.logprobs`.
+        Entries t < `score_from` (the prompts' positions, which the trainer never scores) may be
+        0 without a gradient: a backend need not run its output layer there.
         """
 
     def save(self, uri: str) -> dict:

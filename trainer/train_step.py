@@ -16,7 +16,7 @@ import torch
 
 from flywheel.trainer.losses import KL_ESTIMATORS, LOSS_UNITS, LOSSES, masked_mean
 from flywheel.trainer.policy import Policy
-from flywheel.trainer.trajectory_batches import make_batch
+from flywheel.trainer.trajectory_batches import first_scored, make_batch
 
 
 @dataclass(frozen=True)
@@ -190,8 +190,8 @@ class _Step:
     def _backward(self, rows: list[dict], w: float, w_tok: float) -> dict:
         policy, cfg = self.policy, self.cfg
         b = make_batch(rows, policy.pad_id, self.device, self.cfg.credit)
-        mask = b["response_mask"]
-        logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
+        mask, start = b["response_mask"], first_scored(rows)
+        logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"], start)
         if not self.diff:
             gap = (logprobs.detach() - b["old_logprobs"]).abs()[mask.bool()]
             self.diff = {"logprob_diff_mean": gap.mean().item(), "logprob_diff_max": gap.max().item()}
@@ -201,7 +201,8 @@ class _Step:
         stats.update(pg_loss=pg_loss.item(), entropy=-masked_mean(logprobs.detach(), mask).item())
         if self.reference is not None:
             with torch.no_grad():
-                ref = self.reference.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
+                ref = self.reference.token_logprobs(b["input_ids"], b["attn_mask"],
+                                                    b["temperatures"], start)
             kl = masked_mean(self.kl_fn(logprobs, ref), mask)
             loss = loss + w_tok * cfg.kl_coef * kl
             stats["kl"] = kl.item()
@@ -245,7 +246,8 @@ def supervised_step(
     rows = [dict(r, advantage=0.0, sampling_temperature=1.0) for r in rows]
     b = make_batch(rows, policy.pad_id, device)
     policy.module.train()
-    logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
+    logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"],
+                                     first_scored(rows))
     loss = -masked_mean(logprobs, b["response_mask"])
     optimizer.zero_grad(set_to_none=True)
     loss.backward()

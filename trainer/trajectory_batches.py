@@ -63,6 +63,12 @@ def make_batch(rows: list[dict], pad_id: int, device: str | torch.device = "cpu"
     return {k: v.to(device) for k, v in batch.items()}
 
 
+def first_scored(rows: list[dict]) -> int:
+    """The first position make_batch's response_mask can be 1 at (the shortest prompt's last
+    token): `token_logprobs(..., score_from=first_scored(rows))` skips the prompts' head."""
+    return max(0, min(len(r["prompt_token_ids"]) for r in rows) - 1)
+
+
 def turn_advantages(rows: list[dict], outcome: torch.Tensor, length: int) -> torch.Tensor:
     """(B, length-1): per-token advantages, each episode action's tokens at its turn's advantage
     (turns[].advantage over turns[].action_start/end); rows without them at their outcome one."""

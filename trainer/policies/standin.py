@@ -75,7 +75,7 @@ class StandinPolicy:
         return samples
 
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
-                       temperatures: torch.Tensor) -> torch.Tensor:
+                       temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
         """(B, T) -> (B, T-1) of LOGPROB, with a gradient of 1 to the bias."""
         bias = self.module.bias
         return torch.full(input_ids[:, 1:].shape, LOGPROB, device=input_ids.device) + (bias - bias.detach())

@@ -10,7 +10,7 @@ from flywheel.trainer.optimizer import build_optimizer
 from flywheel.trainer.policies import create_policy
 from flywheel.trainer.policy import Policy
 from flywheel.trainer.train_step import TrainConfig, supervised_step, train_on_rows
-from flywheel.trainer.trajectory_batches import make_batch
+from flywheel.trainer.trajectory_batches import first_scored, make_batch
 
 TEXTS = ["What is 17 + 5?", "rev:abcd=", "from 3 to 9:"]
 
@@ -49,18 +49,30 @@ def test_sampled_logprobs_are_the_trainers_for_the_same_ids(tiny_model_dir, top_
     assert (scored[mask] - batch["old_logprobs"][mask]).abs().max() < 1e-4
 
 
-def test_logprobs_in_chunks_equal_one_pass_with_gradients(tiny_model_dir):
+def test_logprobs_in_chunks_and_from_the_responses_equal_one_pass_with_gradients(tiny_model_dir):
+    """Chunked, or scoring only from the shortest prompt's end (score_from, what the trainer
+    asks): the same response log-probs and the same gradients as one pass over everything."""
     whole, chunked = _policy(tiny_model_dir), _policy(tiny_model_dir, logprob_chunk=3)
     prompts = [whole.encode_prompt(t) for t in TEXTS]
     samples = whole.sample(prompts, [1.0] * 3, seeds=[4, 5, 6], max_new_tokens=10)
-    batch = make_batch(_rows(whole, prompts, samples, [1.0] * 3), whole.pad_id)
+    rows = _rows(whole, prompts, samples, [1.0] * 3)
+    batch = make_batch(rows, whole.pad_id)
+    start = first_scored(rows)
+    assert start == min(len(p) for p in prompts) - 1 > 0
+    mask = batch["response_mask"]
     outs = []
-    for policy in (whole, chunked):
-        lp = policy.token_logprobs(batch["input_ids"], batch["attn_mask"], batch["temperatures"])
-        (lp * batch["response_mask"]).sum().backward()
-        outs.append((lp.detach(), policy.module.model.embed_tokens.weight.grad.clone()))
-    torch.testing.assert_close(outs[0][0], outs[1][0], atol=1e-6, rtol=0)
-    torch.testing.assert_close(outs[0][1], outs[1][1], atol=1e-6, rtol=1e-5)
+    for policy, score_from in ((whole, 0), (chunked, 0), (whole, start), (chunked, start)):
+        policy.module.zero_grad(set_to_none=True)
+        lp = policy.token_logprobs(batch["input_ids"], batch["attn_mask"], batch["temperatures"],
+                                   score_from=score_from)
+        assert lp.shape == mask.shape
+        if score_from:
+            assert not lp[:, :score_from].any()
+        (lp * mask).sum().backward()
+        outs.append(((lp * mask).detach(), policy.module.model.embed_tokens.weight.grad.clone()))
+    for lp, grad in outs[1:]:
+        torch.testing.assert_close(outs[0][0], lp, atol=1e-6, rtol=0)
+        torch.testing.assert_close(outs[0][1], grad, atol=1e-6, rtol=1e-5)
 
 
 def test_same_seed_same_ids_and_a_row_does_not_depend_on_its_batch(tiny_model_dir):

@@ -2,9 +2,10 @@
 
 The sampler and the trainer both go through `head_logprobs` (hidden states -> tempered
 log-softmax), so old and new log-probs are one function. `token_logprobs` runs the network's
-body once for the whole batch, then the output head chunk by chunk over positions; with autograd
-on, each chunk is checkpointed, so backward keeps only the hidden states and recomputes one
-chunk's logits at a time (the out-of-memory of peers: OpenRLHF#887, trl#3678).
+body once for the whole batch, then the output head chunk by chunk over the positions asked
+for (the responses'); with autograd on and more than one chunk, each chunk is checkpointed, so
+backward keeps only the hidden states and recomputes one chunk's logits at a time (the
+out-of-memory of peers: OpenRLHF#887, trl#3678).
 """
 from __future__ import annotations
 
@@ -32,20 +33,28 @@ def positions(attn_mask: torch.Tensor) -> torch.Tensor:
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attn_mask: torch.Tensor,
-                   temperatures: torch.Tensor, chunk: int = 0) -> torch.Tensor:
+                   temperatures: torch.Tensor, chunk: int = 0, score_from: int = 0) -> torch.Tensor:
     """input_ids (B, T) long, attn_mask (B, T) bool, temperatures (B,) -> (B, T-1) float32, entry
-    t scoring input_ids[:, t+1]; `chunk` positions per head call (0: sized by LOGITS_BUDGET)."""
+    t scoring input_ids[:, t+1]; `chunk` positions per head call (0: sized by LOGITS_BUDGET).
+
+    The output head runs only from position `score_from` on (entries before it are 0, without a
+    gradient): a trainer scoring responses skips the prompts, where the vocabulary-wide head is
+    most of the cost. Chunks are checkpointed only when there is more than one; a single chunk
+    fits the budget anyway, and recomputing it would cost one more head pass.
+    """
     B, T = input_ids.shape
+    score_from = max(0, min(int(score_from), T - 1))
     hidden = model.base_model(input_ids=input_ids, attention_mask=attn_mask.long(),
                               position_ids=positions(attn_mask), use_cache=False).last_hidden_state
-    hidden, targets = hidden[:, :-1], input_ids[:, 1:]
+    hidden, targets = hidden[:, score_from:-1], input_ids[:, score_from + 1:]
     vocab = model.get_output_embeddings().weight.shape[0]
     chunk = chunk or max(1, LOGITS_BUDGET // max(1, B * vocab))
     temperatures = temperatures.to(hidden.device)
-    out = []
-    for s in range(0, T - 1, chunk):
+    n = T - 1 - score_from
+    out = [hidden.new_zeros((B, score_from), dtype=torch.float32)] if score_from else []
+    for s in range(0, n, chunk):
         args = (model, hidden[:, s : s + chunk], targets[:, s : s + chunk], temperatures)
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and n > chunk:
             out.append(checkpoint(_chosen, *args, use_reentrant=False))
         else:
             out.append(_chosen(*args))

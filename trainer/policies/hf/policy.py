@@ -190,9 +190,9 @@ class HFPolicy:
             self._vllm.close()
 
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
-                       temperatures: torch.Tensor) -> torch.Tensor:
+                       temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
         return logprobs.token_logprobs(self.causal_lm, input_ids, attn_mask, temperatures,
-                                       chunk=self.options.logprob_chunk)
+                                       chunk=self.options.logprob_chunk, score_from=score_from)
 
 
 def _as_list(x) -> list:

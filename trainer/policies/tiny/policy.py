@@ -70,8 +70,8 @@ class TinyPolicy:
         return sample(self.module, prompts, temperatures, seeds, max_new_tokens)
 
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
-                       temperatures: torch.Tensor) -> torch.Tensor:
-        """(B, T) -> (B, T-1), see Policy. Padding targets (PAD, which the distribution bans) are
+                       temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
+        """(B, T) -> (B, T-1), see Policy (every position is scored: the head is tiny). Padding targets (PAD, which the distribution bans) are
         scored as token 0 instead of -inf, so masked-out positions stay finite."""
         logp = policy_logprobs(self.module(input_ids, attn_mask)[:, :-1].float(), temperatures)
         targets = input_ids[:, 1:]
