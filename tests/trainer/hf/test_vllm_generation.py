@@ -155,8 +155,9 @@ def test_a_stop_string_ends_a_response(policy):
 
 
 def test_the_engine_follows_the_policys_weights(policy):
-    """An in-place change of the weights (what an optimizer step does) restarts the engine from
-    the new weights: its logprobs are again the trainer's."""
+    """An in-place change of the weights (what an optimizer step does) reaches the running engine
+    (reloaded in place, its prefix cache dropped: the same prompts again): its logprobs are again
+    the trainer's."""
     from flywheel.trainer.policies.hf.vllm_engine import weights_stamp
     prompts = [policy.encode_prompt(q) for q in PROMPTS[:4]]
     before = policy.vllm_engine()
@@ -165,8 +166,9 @@ def test_the_engine_follows_the_policys_weights(policy):
         policy.causal_lm.model.layers[0].mlp.down_proj.weight.mul_(3.0)
     try:
         assert weights_stamp(policy.module) != stamp
+        reloads = before.reloads
         samples = policy.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
-        assert policy.vllm_engine() is not before and before.llm is None  # the old one closed
+        assert policy.vllm_engine() is before and before.reloads == reloads + 1  # not restarted
         trainer, sampler = scored(policy, prompts, samples, [1.0] * 4)
         assert (trainer - sampler).abs().max() < 1e-4
     finally:
@@ -176,7 +178,8 @@ def test_the_engine_follows_the_policys_weights(policy):
 
 def test_a_lora_policy_samples_from_its_merged_adapter(policy, model_dir):
     """With LoRA the engine runs the base with the adapter merged in: its logprobs are the
-    adapted policy's, not the base's. (Last of the engine tests: its engine closes the module's.)"""
+    adapted policy's, not the base's. Another policy of the same architecture takes the running
+    engine (its weights reloaded), and the first policy gets its own weights back the same way."""
     from flywheel.trainer.policies import create_policy
     lora = create_policy("hf", {"model": model_dir, "engine": "vllm", "lora_r": 4}, seed=0)
     lora.module.eval()
@@ -184,15 +187,19 @@ def test_a_lora_policy_samples_from_its_merged_adapter(policy, model_dir):
         for name, w in lora.module.named_parameters():
             if "lora_B" in name:  # B starts at zero: make the adapter change the function
                 w.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
-    try:
-        prompts = [lora.encode_prompt(q) for q in PROMPTS[:4]]
-        samples = lora.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
-        trainer, sampler = scored(lora, prompts, samples, [1.0] * 4)
-        assert (trainer - sampler).abs().max() < 1e-4
-        base, _ = scored(policy, prompts, samples, [1.0] * 4)
-        assert (base - sampler).abs().max() > 1e-2
-    finally:
-        lora.close_engine()
+    engine = policy.vllm_engine()
+    reloads = engine.reloads
+    prompts = [lora.encode_prompt(q) for q in PROMPTS[:4]]
+    samples = lora.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
+    assert lora.vllm_engine() is engine and engine.reloads == reloads + 1
+    trainer, sampler = scored(lora, prompts, samples, [1.0] * 4)
+    assert (trainer - sampler).abs().max() < 1e-4
+    base, _ = scored(policy, prompts, samples, [1.0] * 4)
+    assert (base - sampler).abs().max() > 1e-2
+    again = policy.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)  # the base's weights back
+    assert policy.vllm_engine() is engine and engine.reloads == reloads + 2
+    trainer, sampler = scored(policy, prompts, again, [1.0] * 4)
+    assert (trainer - sampler).abs().max() < 1e-4
 
 
 @pytest.mark.slow

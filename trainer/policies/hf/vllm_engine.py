@@ -18,10 +18,10 @@ starts one needs `if __name__ == "__main__":`. The environment changes vLLM make
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
-import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -81,7 +81,7 @@ class VLLMEngine:
                            generation_config="vllm",  # sampling settings are ours, not the folder's
                            logprobs_mode="processed_logprobs",  # of the tempered distribution
                            gpu_memory_utilization=gpu_memory)
-        self.context = context
+        self.context, self.reloads = context, 0
         self._lock = threading.Lock()  # Beam may call from several threads; LLM.generate is not re-entrant
 
     def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
@@ -112,6 +112,15 @@ class VLLMEngine:
         with self._lock:
             outputs = self.llm.generate(requests, params, use_tqdm=False)
         return [_as_sample(o.outputs[0]) for o in outputs]
+
+    def reload(self, model_dir: str) -> None:
+        """Load the weights of `model_dir` (same architecture and tokenizer) into the running
+        engine, then drop its prefix cache (keys and values computed with the old weights)."""
+        with self._lock:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": model_dir})
+            if not self.llm.reset_prefix_cache():
+                raise RuntimeError("vLLM could not drop its prefix cache after a weight reload")
+            self.reloads += 1
 
     def close(self) -> None:
         """Stop the engine's processes and free its KV cache now (not at garbage collection),
@@ -147,62 +156,102 @@ def _check_cpu_head_size(model_dir: str) -> None:
 
 
 class PolicyEngine:
-    """The vLLM engine of one policy, started from an export of the policy's current weights and
-    restarted whenever they change, so vLLM never samples from weights the policy no longer has.
+    """A policy's view of the process's vLLM engine: `get` returns the engine running the
+    policy's current weights, so vLLM never samples from weights the policy no longer has.
 
-    A policy loaded from a checkpoint (the rollout worker's case) starts one engine, on its first
-    `sample`: the weights the worker loaded and digested are the weights vLLM runs. The export is
-    `HFPolicy.export`: one plain folder, a LoRA adapter merged into the base (vLLM's own LoRA
-    path is slower on CPU and limits ranks and target modules; a merge gives the same function to
-    ~1e-7 and works for any adapter peft trains), a GGUF model dequantized (vLLM does not load
-    GGUF). It lives in a temporary folder while the engine does.
+    The weights reach vLLM through `HFPolicy.export`: one plain folder, a LoRA adapter merged into
+    the base (vLLM's own LoRA path is slower on CPU and limits ranks and target modules; a merge
+    gives the same function to ~1e-7 and works for any adapter peft trains), a GGUF model
+    dequantized (vLLM does not load GGUF).
 
-    One engine runs per process: starting one closes the others. A rollout worker samples from
-    one checkpoint at a time, and the policy of the last iteration may outlive its pipeline in
-    Beam's caches; its engine would keep its processes and KV cache (on a GPU, its share of the
-    memory, which the next engine needs). A closed engine's policy restarts one if asked again.
+    One engine runs per process (`_SLOT`), and it outlives policies: when another policy (the
+    next iteration's checkpoint) or changed weights (an optimizer step) ask for it, and the
+    export has the same architecture, tokenizer and engine settings, the running engine reloads
+    the new weights in place (vLLM's `reload_weights`, then its prefix cache is dropped: cached
+    keys and values of the old weights must not be reused). That takes seconds; starting an
+    engine takes 30-70 s. Otherwise the old engine stops before the new one starts (on a GPU it
+    holds its share of the memory, which the next one needs). `close` stops it.
     """
 
     def __init__(self):
-        self._lock = threading.Lock()
-        self._engine: VLLMEngine | None = None
-        self._stamp: tuple | None = None
-        self._remove_folder = None  # removes the export; also runs at exit if never closed
+        self._token = object()  # this policy's identity in _SLOT.loaded
 
     def get(self, policy) -> VLLMEngine:
-        """The engine for `policy`'s weights as they are now."""
-        with self._lock:
-            stamp = weights_stamp(policy.module)
-            if self._engine is None or stamp != self._stamp:
-                for other in list(_LIVE):
-                    other.close()
-                _LIVE.add(self)
-                import shutil
-                import tempfile
-                folder = tempfile.mkdtemp(prefix="flywheel-vllm-")
-                self._remove_folder = weakref.finalize(self, shutil.rmtree, folder, True)
+        """The engine, running `policy`'s weights as they are now."""
+        with _SLOT.lock:
+            loaded = (self._token, weights_stamp(policy.module))
+            if _SLOT.engine is not None and _SLOT.loaded == loaded:
+                return _SLOT.engine
+            import tempfile
+            folder = tempfile.mkdtemp(prefix="flywheel-vllm-")
+            try:
                 policy.export(folder)
-                self._engine = VLLMEngine(folder, context=policy.context,
-                                          dtype=policy.options.dtype,
-                                          gpu_memory=policy.options.vllm_gpu_memory)
-                self._stamp = stamp
-            return self._engine
+                key = engine_key(folder, policy.context, policy.options.dtype,
+                                 policy.options.vllm_gpu_memory)
+                if _SLOT.engine is not None and _SLOT.key == key:
+                    _SLOT.engine.reload(folder)
+                else:
+                    _SLOT.close()
+                    _SLOT.engine = VLLMEngine(folder, context=policy.context,
+                                              dtype=policy.options.dtype,
+                                              gpu_memory=policy.options.vllm_gpu_memory)
+            except BaseException:
+                _remove(folder)
+                raise
+            _remove(_SLOT.folder)  # the engine reads the new folder from now on
+            _SLOT.folder, _SLOT.key, _SLOT.loaded = folder, key, loaded
+            return _SLOT.engine
 
     def close(self) -> None:
-        """Stop the engine and remove its folder (a later `get` starts a new one)."""
-        _LIVE.discard(self)
-        engine, remove, self._engine, self._remove_folder = self._engine, self._remove_folder, None, None
+        """Stop the engine if it runs this policy's weights (a later `get` starts a new one)."""
+        with _SLOT.lock:
+            if _SLOT.loaded is not None and _SLOT.loaded[0] is self._token:
+                _SLOT.close()
+
+
+class _Slot:
+    """The process's one engine, the export folder it reads, and whose weights it runs."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.engine: VLLMEngine | None = None
+        self.folder: str | None = None
+        self.key: str | None = None
+        self.loaded: tuple | None = None  # (PolicyEngine token, weights_stamp)
+
+    def close(self) -> None:
+        engine, folder = self.engine, self.folder
+        self.engine = self.folder = self.key = self.loaded = None
         if engine is not None:
             engine.close()
-        if remove is not None:
-            remove()
-
-    def __del__(self):
-        with contextlib.suppress(Exception):
-            self.close()
+        _remove(folder)
 
 
-_LIVE: weakref.WeakSet[PolicyEngine] = weakref.WeakSet()  # those with an engine running
+_SLOT = _Slot()
+atexit.register(_SLOT.close)
+
+
+def _remove(folder: str | None) -> None:
+    if folder:
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def engine_key(folder: str, context: int, dtype: str, gpu_memory: float) -> str:
+    """What must match for an engine to take another export's weights in place: the model's
+    config, the tokenizer's files, and the engine's settings (weights excluded)."""
+    import hashlib
+    import json
+    digest = hashlib.sha256(json.dumps([context, dtype, gpu_memory]).encode())
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".safetensors", ".bin", ".pt")) or name.endswith(".index.json"):
+            continue
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            digest.update(name.encode() + b"\0")
+            with open(path, "rb") as f:
+                digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
 
 
 def weights_stamp(module) -> tuple:
