@@ -51,20 +51,27 @@ def test_sampled_logprobs_are_the_trainers_for_the_same_ids(tiny_model_dir, top_
 
 def test_logprobs_in_chunks_and_from_the_responses_equal_one_pass_with_gradients(tiny_model_dir):
     """Chunked, or scoring only from the shortest prompt's end (score_from, what the trainer
-    asks): the same response log-probs and the same gradients as one pass over everything."""
+    asks; rows of one prompt then share its prefix's keys and values): the same response
+    log-probs and the same gradients as one pass over everything."""
     whole, chunked = _policy(tiny_model_dir), _policy(tiny_model_dir, logprob_chunk=3)
-    prompts = [whole.encode_prompt(t) for t in TEXTS]
-    samples = whole.sample(prompts, [1.0] * 3, seeds=[4, 5, 6], max_new_tokens=10)
-    rows = _rows(whole, prompts, samples, [1.0] * 3)
+    prompts = [whole.encode_prompt(t) for t in TEXTS for _ in range(2)]  # groups of 2
+    samples = whole.sample(prompts, [1.0] * 6, seeds=[4, 5, 6, 7, 8, 9], max_new_tokens=10)
+    rows = _rows(whole, prompts, samples, [1.0] * 6)
     batch = make_batch(rows, whole.pad_id)
     start = first_scored(rows)
     assert start == min(len(p) for p in prompts) - 1 > 0
     mask = batch["response_mask"]
-    outs = []
+    outs, embedded = [], []  # token positions the body ran, per call
+    for policy in (whole, chunked):
+        policy.causal_lm.model.embed_tokens.register_forward_hook(
+            lambda _m, args, _out: embedded.append(args[0].numel()))
     for policy, score_from in ((whole, 0), (chunked, 0), (whole, start), (chunked, start)):
         policy.module.zero_grad(set_to_none=True)
+        embedded.clear()
         lp = policy.token_logprobs(batch["input_ids"], batch["attn_mask"], batch["temperatures"],
                                    score_from=score_from)
+        B, T = batch["input_ids"].shape
+        assert sum(embedded) == (B * T if not score_from else 3 * (start + 1) + B * (T - start - 1))
         assert lp.shape == mask.shape
         if score_from:
             assert not lp[:, :score_from].any()
@@ -87,6 +94,15 @@ def test_same_seed_same_ids_and_a_row_does_not_depend_on_its_batch(tiny_model_di
     assert alone.logprobs == pytest.approx(first[2].logprobs, abs=1e-5)
     other = policy.sample(prompts, [1.0] * 3, seeds=[70, 80, 90], max_new_tokens=12)
     assert [s.token_ids for s in other] != [s.token_ids for s in first]
+    # A group (one prompt repeated, prefilled once): each row as if it were sampled alone.
+    group = policy.sample([prompts[2]] * 3 + prompts[:1], [1.0, 0.7, 1.0, 1.0],
+                          seeds=[9, 9, 5, 7], max_new_tokens=12)
+    assert group[0].token_ids == alone.token_ids
+    assert group[0].logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+    assert group[3].token_ids == first[0].token_ids
+    for row, temp, seed in ((group[1], 0.7, 9), (group[2], 1.0, 5)):
+        solo = policy.sample(prompts[2:], [temp], seeds=[seed], max_new_tokens=12)[0]
+        assert row.token_ids == solo.token_ids
 
 
 def test_the_chat_template_is_applied(tiny_model_dir):

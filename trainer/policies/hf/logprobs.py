@@ -44,9 +44,8 @@ def token_logprobs(model, input_ids: torch.Tensor, attn_mask: torch.Tensor,
     """
     B, T = input_ids.shape
     score_from = max(0, min(int(score_from), T - 1))
-    hidden = model.base_model(input_ids=input_ids, attention_mask=attn_mask.long(),
-                              position_ids=positions(attn_mask), use_cache=False).last_hidden_state
-    hidden, targets = hidden[:, score_from:-1], input_ids[:, score_from + 1:]
+    hidden = scored_hidden(model, input_ids, attn_mask, score_from)
+    targets = input_ids[:, score_from + 1:]
     vocab = model.get_output_embeddings().weight.shape[0]
     chunk = chunk or max(1, LOGITS_BUDGET // max(1, B * vocab))
     temperatures = temperatures.to(hidden.device)
@@ -59,6 +58,39 @@ def token_logprobs(model, input_ids: torch.Tensor, attn_mask: torch.Tensor,
         else:
             out.append(_chosen(*args))
     return torch.cat(out, 1) if out else hidden.new_zeros((B, 0), dtype=torch.float32)
+
+
+def scored_hidden(model, input_ids: torch.Tensor, attn_mask: torch.Tensor,
+                  score_from: int) -> torch.Tensor:
+    """The body's last hidden states at positions score_from .. T-2, (B, T-1-score_from, H).
+
+    Rows that begin with the same score_from + 1 real tokens (a GRPO group: one prompt, several
+    responses) run that prefix once: its keys and values are computed for the distinct prefixes,
+    then repeated for each row, and the rest of each row runs against them. The same function
+    of the weights, gradients included (they flow back through the repeat into the one prefix),
+    at a fraction of the cost when prompts are most of the tokens. Gradient checkpointing
+    (which turns the cache off) and rows with nothing in common take one plain pass.
+    """
+    B, T = input_ids.shape
+    S = score_from + 1
+    plain = S < 2 or S >= T or bool(getattr(model, "is_gradient_checkpointing", False) and model.training)
+    if not plain and bool(attn_mask[:, :S].all()):
+        prefixes, inverse = torch.unique(input_ids[:, :S], dim=0, return_inverse=True)
+        if len(prefixes) < B:
+            from transformers import DynamicCache
+            cache = DynamicCache(config=model.config)
+            where = torch.arange(S, device=input_ids.device)
+            head = model.base_model(input_ids=prefixes, attention_mask=torch.ones_like(prefixes),
+                                    position_ids=where.expand(len(prefixes), S),
+                                    past_key_values=cache, use_cache=True).last_hidden_state
+            cache.reorder_cache(inverse)
+            tail = model.base_model(input_ids=input_ids[:, S:], attention_mask=attn_mask.long(),
+                                    position_ids=positions(attn_mask)[:, S:],
+                                    past_key_values=cache, use_cache=True).last_hidden_state
+            return torch.cat([head[inverse, -1:], tail[:, :-1]], 1)
+    hidden = model.base_model(input_ids=input_ids, attention_mask=attn_mask.long(),
+                              position_ids=positions(attn_mask), use_cache=False).last_hidden_state
+    return hidden[:, score_from:-1]
 
 
 def _chosen(model, hidden: torch.Tensor, targets: torch.Tensor, temperatures: torch.Tensor):

@@ -38,10 +38,15 @@ def sample(model, prompts: Sequence[Sequence[int]], temperatures: Sequence[float
     if max(lengths) >= context:
         raise ValueError(f"prompt of {max(lengths)} tokens leaves no room in context {context}")
     device = next(model.parameters()).device
+    # Each distinct prompt is prefilled once (a GRPO group repeats one prompt n times), then its
+    # keys and values are repeated for each of its rows.
+    distinct: dict[tuple, int] = {}
+    row_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts],
+                          device=device)
     width = max(lengths)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    real = torch.zeros((n, width), dtype=torch.long)
-    for i, p in enumerate(prompts):
+    ids = torch.full((len(distinct), width), pad_id, dtype=torch.long)
+    real = torch.zeros((len(distinct), width), dtype=torch.long)
+    for i, p in enumerate(distinct):
         ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
         real[i, width - len(p):] = 1
     ids, real = ids.to(device), real.to(device)
@@ -56,10 +61,13 @@ def sample(model, prompts: Sequence[Sequence[int]], temperatures: Sequence[float
 
     out = [Sample([], [], "length") for _ in range(n)]
     cache = DynamicCache(config=model.config)
-    body = model.base_model(input_ids=ids, attention_mask=real, position_ids=positions(real),
-                            past_key_values=cache, use_cache=True)
+    last = model.base_model(input_ids=ids, attention_mask=real, position_ids=positions(real),
+                            past_key_values=cache, use_cache=True).last_hidden_state[row_of, -1]
+    if len(distinct) < n:
+        cache.reorder_cache(row_of)
+    real = real[row_of]
     for step in range(max_new_tokens):
-        logp = head_logprobs(model, body.last_hidden_state[:, -1], temps)  # (B, V) float32
+        logp = head_logprobs(model, last, temps)  # (B, V) float32
         tok = _pick(logp, uniforms[:, step], greedy, top_p)
         tok_logp = logp.gather(1, tok[:, None]).squeeze(1)
         stopped = torch.isin(tok, eos).tolist()
@@ -80,8 +88,8 @@ def sample(model, prompts: Sequence[Sequence[int]], temperatures: Sequence[float
         # Finished rows keep stepping (cheaper than reshaping the cache) on masked-out tokens.
         next_pos = real.sum(1, keepdim=True)
         real = torch.cat([real, live[:, None].long()], 1)
-        body = model.base_model(input_ids=tok[:, None], attention_mask=real, position_ids=next_pos,
-                                past_key_values=body.past_key_values, use_cache=True)
+        last = model.base_model(input_ids=tok[:, None], attention_mask=real, position_ids=next_pos,
+                                past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
     return out
 
 
