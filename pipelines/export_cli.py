@@ -20,7 +20,9 @@ import pyarrow.fs as pafs
 from rich.markup import escape
 
 from flywheel.schemas.uris import resolve_uri
-from flywheel.trainer.checkpoint_files import join
+
+# torch and Beam (checkpoints, the run's layout) are imported where used: `flywheel --help` and
+# the other commands start without them.
 
 PROVENANCE = "flywheel_export.json"
 
@@ -56,6 +58,7 @@ def export_checkpoint(run_dir: str, iteration: int | str, out: str) -> dict:
     a missing run or iteration, a non-empty `out`, or a backend without a Hugging Face format."""
     from flywheel.pipelines.layout import RunLayout
     from flywheel.trainer.checkpoint import load_checkpoint
+    from flywheel.trainer.checkpoint_files import join
     from flywheel.trainer.policies import POLICIES
 
     layout = RunLayout(run_dir)

@@ -15,7 +15,10 @@ import re
 
 from rich.markup import escape
 
-from flywheel.pipelines.layout import RunLayout
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # Beam is imported when a replay runs, not for `flywheel --help`
+    from flywheel.pipelines.layout import RunLayout
 
 _GENERATED = re.compile(r"^(?P<domain>.+)-(?P<split>train|heldout)-(?P<index>\d+)$")
 
@@ -91,6 +94,7 @@ def run(args, console) -> int:
     from flywheel.pipelines.config import RunConfig
     from flywheel.pipelines.option_items import parse_options
     from flywheel.sandbox import get_backend
+    from flywheel.pipelines.layout import RunLayout
     layout = RunLayout(args.run_dir)
     try:
         iteration, task_id, sample = parse_id(args.trajectory)

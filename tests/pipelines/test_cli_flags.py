@@ -35,3 +35,17 @@ def test_a_mistyped_flag_stops_the_run_before_it_starts(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.splitlines() == ["error: unknown flag --confg; did you mean --config?"]
     assert not run_dir.exists()
+
+
+def test_the_command_line_starts_without_beam_or_torch():
+    """`flywheel --help` and the commands that do not run a pipeline import neither Beam nor
+    torch at start (each costs seconds); they come in when a command needs them."""
+    import json
+    import sys
+    done = subprocess.run(
+        [sys.executable, "-c", "import json, sys; import flywheel.pipelines.cli; "
+         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+         "('apache_beam', 'torch', 'transformers'))))"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []

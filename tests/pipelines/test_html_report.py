@@ -13,7 +13,8 @@ from flywheel.pipelines.html_report import write_report
 
 from .conftest import tiny_config
 
-pytestmark = pytest.mark.slow  # a real two-iteration run
+# A real two-iteration run, made once: one pytest worker runs the module.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("html_report")]
 
 IMAGES = re.compile(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
 CHECK_IMAGES = """<script>window.addEventListener("load", () => {

@@ -10,6 +10,9 @@ from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.replay_cli import replay_turns
 from flywheel.sandbox import get_backend
 
+# One pytest worker runs the module: its run (the module fixture) is made once, not per worker.
+pytestmark = pytest.mark.xdist_group("replay")
+
 
 def flywheel(*args, timeout=300):
     return subprocess.run(["flywheel", *args], capture_output=True, text=True, timeout=timeout)

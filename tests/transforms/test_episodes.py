@@ -18,6 +18,9 @@ from flywheel.trainer.trajectory_batches import make_batch
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.turn import act, end_episode, start_episode
 
+# One pytest worker runs the module: its rollouts (module fixtures) are made once.
+pytestmark = pytest.mark.xdist_group("episodes")
+
 ENDS = {"solved", "submitted", "max_turns", "budget"}
 CONTEXT = 48  # the tiny policy's
 
