@@ -103,12 +103,54 @@ def is_episodic(domain: Domain) -> bool:
     return isinstance(domain, EpisodeDomain)
 
 
-def turns_for(domain: Domain, run_max_turns: int) -> int:
-    """Turns an attempt of `domain` gets: the run's --max-turns (0 = each domain's default) for a
-    domain with tools, and 1 for any other."""
-    if not is_episodic(domain):
-        return 1
-    return max(1, run_max_turns or domain.max_turns)
+@dataclass(frozen=True)
+class TurnLimits:
+    """A run's turns per episode: `run` (--max-turns; 0: each domain's default) and overrides for
+    single domains (--domain-max-turns DOMAIN=N, which win over `run`)."""
+    run: int = 0
+    per_domain: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def from_settings(cls, max_turns: int, items: tuple[str, ...] | list[str] = ()) -> TurnLimits:
+        """From --max-turns and --domain-max-turns' DOMAIN=N items; a malformed item, N < 1, or a
+        built-in domain without tools is a ValueError naming it."""
+        from flywheel.domains.registry import DOMAINS
+        if max_turns < 0:
+            raise ValueError(f"--max-turns must be >= 0, got {max_turns}")
+        per_domain = {}
+        for item in items:
+            name, eq, n = item.partition("=")
+            name = name.strip()
+            try:
+                turns = int(n)
+            except ValueError:
+                turns = 0
+            if not eq or not name or turns < 1:
+                raise ValueError(f"--domain-max-turns: expected DOMAIN=N with N >= 1, got {item!r}")
+            if name not in DOMAINS:
+                raise ValueError(f"--domain-max-turns: unknown domain {name!r}")
+            if not is_episodic(DOMAINS.get(name)):
+                raise ValueError(f"--domain-max-turns: domain {name} has no tools, so its attempts "
+                                 "are single-turn")
+            per_domain[name] = turns
+        return cls(max_turns, tuple(sorted(per_domain.items())))
+
+    def for_domain(self, domain: Domain) -> int:
+        if not is_episodic(domain):
+            return 1
+        return max(1, dict(self.per_domain).get(domain.name) or self.run or domain.max_turns)
+
+    def most(self, domains) -> int:
+        """The most turns any of `domains` (or an override, or --max-turns) allows."""
+        return max([1, self.run, *(n for _, n in self.per_domain),
+                    *(self.for_domain(d) for d in domains)])
+
+
+def turns_for(domain: Domain, limits: int | TurnLimits) -> int:
+    """Turns an attempt of `domain` gets: for a domain with tools, its override, else the run's
+    --max-turns, else its own default (`limits` as an int: the run's --max-turns alone); 1 for
+    any other."""
+    return (limits if isinstance(limits, TurnLimits) else TurnLimits(limits)).for_domain(domain)
 
 
 def cut_middle(text: str, limit: int) -> tuple[str, int]:

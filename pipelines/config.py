@@ -24,6 +24,7 @@ class RolloutSettings:
     sandbox_options: tuple[str, ...] = ()  # KEY=VALUE options of the backend, e.g. runtime=runsc
     max_batch_size: int = 256
     max_turns: int = 0                    # turns per episode of a domain with tools; 0: each domain's own
+    domain_max_turns: tuple[str, ...] = ()  # DOMAIN=N: one domain's turns, over max_turns
     episode_tokens: int = 0               # token budget of one episode (0: the policy's context)
     observation_chars: int = 2000         # longer observations are cut in the middle, marked
     turn_discount: float = 1.0            # discount of later turns' rewards in per-turn returns

@@ -15,6 +15,7 @@ import argparse
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from flywheel.domains.episodes import TurnLimits
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.option_items import split_items
 from flywheel.sandbox import available_backends, check_options
@@ -41,6 +42,9 @@ RUN_FLAGS = {
                           "value that holds commas: KEY=\"a, b\""),
     "--max-turns": ("rollout.max_turns", int, "turns per episode for domains with tools (0: each "
                     "domain's default; python_tests tasks become multi-turn with test feedback)"),
+    "--domain-max-turns": ("rollout.domain_max_turns", LIST,
+                           "comma-separated DOMAIN=N: turns per episode of one domain with tools, "
+                           "over --max-turns, e.g. fix_function=5,shell_pick=2"),
     "--episode-tokens": ("rollout.episode_tokens", int,
                          "token budget of one episode (0: the policy's context)"),
     "--observation-chars": ("rollout.observation_chars", int,
@@ -104,6 +108,7 @@ class FlywheelOptions(PipelineOptions):
         check_options(config.rollout.sandbox,
                       parse_options(config.rollout.sandbox_options, "--sandbox-options"))
         config.policy.parsed_options()
+        TurnLimits.from_settings(config.rollout.max_turns, config.rollout.domain_max_turns)
         POLICIES.get(config.policy.backend)
         ADVANTAGES.get(config.rollout.advantage)
         LOSSES.get(config.train.loss)

@@ -20,6 +20,7 @@ from flywheel.pipelines.layout import RunLayout
 from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
+from flywheel.domains.episodes import TurnLimits
 from flywheel.transforms.episodes import Episodes, is_multi_turn, turn_stages
 from flywheel.transforms.expand import Expand
 from flywheel.transforms.filters import FilterTrajectories
@@ -81,12 +82,13 @@ class Rollout(beam.PTransform):
         handler = PolicyModelHandler(**policy)
         attempts = (train, heldout) | "AllAttempts" >> beam.Flatten()
         sandbox = dict(backend=r.sandbox, options=parse_options(r.sandbox_options))
-        stages, turn_errors = turn_stages(r.domains, r.max_turns), ()
+        limits = TurnLimits.from_settings(r.max_turns, r.domain_max_turns)
+        stages, turn_errors = turn_stages(r.domains, limits), ()
         if stages > 1:  # multi-turn domains unroll their episodes; the others sample once
             single, multi = attempts | "ByTurns" >> beam.Partition(
-                lambda a, n, m=r.max_turns: int(is_multi_turn(a, m)), 2)
+                lambda a, n, m=limits: int(is_multi_turn(a, m)), 2)
             episodes = multi | "Episodes" >> Episodes(
-                EpisodeModelHandler(**policy), stages, r.max_turns, **sandbox,
+                EpisodeModelHandler(**policy), stages, limits, **sandbox,
                 token_budget=r.episode_tokens, observation_chars=r.observation_chars)
             generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
                          | "AllGenerated" >> beam.Flatten())

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from flywheel.domains.episodes import turns_for
+from flywheel.domains.episodes import TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
@@ -38,7 +38,8 @@ def has_demonstrations(domain, seed: int) -> bool:
         return False
 
 
-def demonstrated(policy, domain, task: dict, rng, run_max_turns: int) -> tuple[list[int], list[int]]:
+def demonstrated(policy, domain, task: dict, rng,
+                 run_max_turns: int | TurnLimits) -> tuple[list[int], list[int]]:
     """(ids, loss mask) of a demonstration: one response, or for a multi-turn domain a whole
     episode (actions and the observations between them, as the rollout appends them; only the
     actions are trained on)."""
@@ -70,13 +71,14 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
                   for d in domains for i in range(ws.eval_tasks)]
     rng = random.Random(f"{seed}:warm_start")
     context = policy.context
+    limits = TurnLimits.from_settings(config.rollout.max_turns, config.rollout.domain_max_turns)
     history, step, pass_rates = [], 0, {}
     for step in range(1, ws.max_steps + 1):
         prompts, answers, masks = [], [], []
         for _ in range(ws.batch_size):
             domain = rng.choice(domains)
             task = domain.make_task("train", DEMONSTRATION_OFFSET + rng.randrange(10**6), seed)
-            answer, mask = demonstrated(policy, domain, task, rng, config.rollout.max_turns)
+            answer, mask = demonstrated(policy, domain, task, rng, limits)
             answer, mask = answer[: context // 2], mask[: context // 2]
             answers.append(answer)
             masks.append(mask)

@@ -11,27 +11,29 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from flywheel.domains.episodes import MAX_TURNS, turns_for
+from flywheel.domains.episodes import MAX_TURNS, TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.turn import DONE_TAG, EpisodeModelHandler, Turn, end_episode, start_episode
 
 
-def turn_stages(domains, run_max_turns: int) -> int:
+def turn_stages(domains, limits: int | TurnLimits) -> int:
     """The Turn stages a run needs: the most turns of any of its domains (1 means single-turn).
-    Domains that come only from task files count through --max-turns."""
-    return max([run_max_turns, *(turns_for(get_domain(d), run_max_turns) for d in domains)])
+    Domains that come only from task files count through --max-turns or their override."""
+    limits = limits if isinstance(limits, TurnLimits) else TurnLimits(limits)
+    return limits.most([get_domain(d) for d in domains])
 
 
-def is_multi_turn(attempt, run_max_turns: int) -> bool:
-    return turns_for(get_domain(attempt.domain), run_max_turns) > 1
+def is_multi_turn(attempt, limits: int | TurnLimits) -> bool:
+    return turns_for(get_domain(attempt.domain), limits) > 1
 
 
 class Episodes(beam.PTransform):
     """Attempts of multi-turn domains in; {"attempts": ended episodes, "errors": rows} out."""
 
-    def __init__(self, handler: EpisodeModelHandler, stages: int, run_max_turns: int, backend: str,
+    def __init__(self, handler: EpisodeModelHandler, stages: int, run_max_turns: int | TurnLimits,
+                 backend: str,
                  options: dict | None = None, token_budget: int = 0, observation_chars: int = 2000):
         super().__init__()
         self.handler, self.stages, self.run_max_turns = handler, stages, run_max_turns

@@ -44,7 +44,7 @@ DONE_TAG = "done"
 _POLICIES = Shared()  # one policy per worker process for all the Turn stages of a pipeline
 
 
-def start_episode(attempt: Attempt, run_max_turns: int, token_budget: int = 0,
+def start_episode(attempt: Attempt, run_max_turns, token_budget: int = 0,
                   observation_chars: int = 2000) -> Attempt:
     """A fresh episode for `attempt`: turn 0, the domain's start state and tools."""
     domain = get_domain(attempt.domain)
