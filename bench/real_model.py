@@ -1,7 +1,7 @@
 """SmolLM2-135M-Instruct learning two-digit sums through the real pipeline, on this machine's CPUs.
 
-    python bench/real_model.py [--iterations 4] [--train-tasks 16] [--heldout 64] [--n-samples 8]
-                               [--lora-r 16] [--lr 3e-5] [--run-dir DIR]
+    python bench/real_model.py [--iterations 8] [--train-tasks 16] [--heldout 64] [--n-samples 8]
+                               [--lora-r 16] [--lr 1e-4] [--run-dir DIR]
 
 Writes a task file of sums phrased for a chat model ("What is 38 + 51? Answer with just the
 number.", domain `math`: the last number of the response is the answer), then runs `flywheel run
@@ -43,12 +43,12 @@ def write_tasks(path: Path, n_train: int, n_heldout: int, seed: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--iterations", type=int, default=4)
+    p.add_argument("--iterations", type=int, default=8)
     p.add_argument("--train-tasks", type=int, default=16)
     p.add_argument("--heldout", type=int, default=64)
     p.add_argument("--n-samples", type=int, default=8)
     p.add_argument("--lora-r", type=int, default=16)
-    p.add_argument("--lr", type=float, default=3e-5)
+    p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--loss", default="grpo")
     p.add_argument("--run-dir", default=None)
     args = p.parse_args()
