@@ -154,26 +154,37 @@ def test_a_stop_string_ends_a_response(policy):
         assert not any(x in policy.decode(s.token_ids[:-1]) for x in stops)
 
 
-def test_the_engine_follows_the_policys_weights(policy):
+@pytest.mark.parametrize("embedding", [False, True])
+def test_the_engine_follows_the_policys_weights(policy, embedding):
     """An in-place change of the weights (what an optimizer step does) reaches the running engine
     (reloaded in place, its prefix cache dropped: the same prompts again): its logprobs are again
-    the trainer's."""
+    the trainer's. A changed embedding that is also the output head (tied) gets a new engine:
+    vLLM's reload would leave the head as it was."""
     from flywheel.trainer.policies.hf.vllm_engine import weights_stamp
     prompts = [policy.encode_prompt(q) for q in PROMPTS[:4]]
     before = policy.vllm_engine()
     stamp = weights_stamp(policy.module)
+    embed = policy.causal_lm.model.embed_tokens.weight  # tied: also the output head
+    assert policy.causal_lm.config.tie_word_embeddings
+    down = policy.causal_lm.model.layers[0].mlp.down_proj.weight
+    saved = [w.detach().clone() for w in (down, embed)]  # put back bit for bit afterwards
     with torch.no_grad():
-        policy.causal_lm.model.layers[0].mlp.down_proj.weight.mul_(3.0)
+        down.mul_(3.0)
+        embed.mul_(1.5 if embedding else 1.0)
     try:
         assert weights_stamp(policy.module) != stamp
         reloads = before.reloads
         samples = policy.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
-        assert policy.vllm_engine() is before and before.reloads == reloads + 1  # not restarted
+        if embedding:
+            assert policy.vllm_engine() is not before and before.llm is None  # a new engine
+        else:
+            assert policy.vllm_engine() is before and before.reloads == reloads + 1  # not restarted
         trainer, sampler = scored(policy, prompts, samples, [1.0] * 4)
         assert (trainer - sampler).abs().max() < 1e-4
     finally:
         with torch.no_grad():
-            policy.causal_lm.model.layers[0].mlp.down_proj.weight.div_(3.0)
+            down.copy_(saved[0])
+            embed.copy_(saved[1])
 
 
 def test_a_lora_policy_samples_from_its_merged_adapter(policy, model_dir):
@@ -187,17 +198,16 @@ def test_a_lora_policy_samples_from_its_merged_adapter(policy, model_dir):
         for name, w in lora.module.named_parameters():
             if "lora_B" in name:  # B starts at zero: make the adapter change the function
                 w.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
-    engine = policy.vllm_engine()
-    reloads = engine.reloads
     prompts = [lora.encode_prompt(q) for q in PROMPTS[:4]]
     samples = lora.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
-    assert lora.vllm_engine() is engine and engine.reloads == reloads + 1
+    engine = lora.vllm_engine()
+    reloads = engine.reloads
     trainer, sampler = scored(lora, prompts, samples, [1.0] * 4)
     assert (trainer - sampler).abs().max() < 1e-4
     base, _ = scored(policy, prompts, samples, [1.0] * 4)
     assert (base - sampler).abs().max() > 1e-2
     again = policy.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)  # the base's weights back
-    assert policy.vllm_engine() is engine and engine.reloads == reloads + 2
+    assert policy.vllm_engine() is engine and engine.reloads == reloads + 1  # same embedding
     trainer, sampler = scored(policy, prompts, again, [1.0] * 4)
     assert (trainer - sampler).abs().max() < 1e-4
 

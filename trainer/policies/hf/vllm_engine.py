@@ -231,6 +231,23 @@ _SLOT = _Slot()
 atexit.register(_SLOT.close)
 
 
+def _embedding_digest(folder: str) -> bytes:
+    """sha256 over the export's embedding tensors (names holding "embed")."""
+    import glob
+    import hashlib
+
+    import torch
+    from safetensors import safe_open
+    digest = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
+        with safe_open(path, framework="pt") as f:
+            for name in sorted(k for k in f.keys() if "embed" in k):
+                tensor = f.get_tensor(name).contiguous()
+                digest.update(name.encode() + b"\0")
+                digest.update(tensor.view(torch.uint8).numpy().tobytes())
+    return digest.digest()
+
+
 def _remove(folder: str | None) -> None:
     if folder:
         import shutil
@@ -239,10 +256,17 @@ def _remove(folder: str | None) -> None:
 
 def engine_key(folder: str, context: int, dtype: str, gpu_memory: float) -> str:
     """What must match for an engine to take another export's weights in place: the model's
-    config, the tokenizer's files, and the engine's settings (weights excluded)."""
+    config, the tokenizer's files, and the engine's settings (weights excluded), and for a model
+    whose output head is its input embedding (tie_word_embeddings), that embedding too: vLLM's
+    in-place reload loads the embedding but leaves the tied head as it was (measured on vLLM
+    0.32, "ParallelLMHead: Failed to load weights"), so a changed embedding needs a new engine.
+    LoRA adapters and most fine-tuning of such models leave it alone."""
     import hashlib
     import json
     digest = hashlib.sha256(json.dumps([context, dtype, gpu_memory]).encode())
+    with open(os.path.join(folder, "config.json")) as f:
+        if json.load(f).get("tie_word_embeddings", True):
+            digest.update(_embedding_digest(folder))
     for name in sorted(os.listdir(folder)):
         if name.endswith((".safetensors", ".bin", ".pt")) or name.endswith(".index.json"):
             continue
