@@ -154,6 +154,31 @@ def test_a_stop_string_ends_a_response(policy):
         assert not any(x in policy.decode(s.token_ids[:-1]) for x in stops)
 
 
+def test_a_lora_policy_samples_from_its_merged_adapter(policy, model_dir):
+    """With LoRA the engine runs the base with the adapter merged in: its logprobs are the
+    adapted policy's, not the base's. Another policy of the same architecture takes the running
+    engine (its weights reloaded), and the first policy gets its own weights back the same way."""
+    from flywheel.trainer.policies import create_policy
+    lora = create_policy("hf", {"model": model_dir, "engine": "vllm", "lora_r": 4}, seed=0)
+    lora.module.eval()
+    with torch.no_grad():
+        for name, w in lora.module.named_parameters():
+            if "lora_B" in name:  # B starts at zero: make the adapter change the function
+                w.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
+    prompts = [lora.encode_prompt(q) for q in PROMPTS[:4]]
+    samples = lora.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
+    engine = lora.vllm_engine()
+    reloads = engine.reloads
+    trainer, sampler = scored(lora, prompts, samples, [1.0] * 4)
+    assert (trainer - sampler).abs().max() < 1e-4
+    base, _ = scored(policy, prompts, samples, [1.0] * 4)
+    assert (base - sampler).abs().max() > 1e-2
+    again = policy.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)  # the base's weights back
+    assert policy.vllm_engine() is engine and engine.reloads == reloads + 1  # same embedding
+    trainer, sampler = scored(policy, prompts, again, [1.0] * 4)
+    assert (trainer - sampler).abs().max() < 1e-4
+
+
 @pytest.mark.parametrize("embedding", [False, True])
 def test_the_engine_follows_the_policys_weights(policy, embedding):
     """An in-place change of the weights (what an optimizer step does) reaches the running engine
@@ -185,31 +210,6 @@ def test_the_engine_follows_the_policys_weights(policy, embedding):
         with torch.no_grad():
             down.copy_(saved[0])
             embed.copy_(saved[1])
-
-
-def test_a_lora_policy_samples_from_its_merged_adapter(policy, model_dir):
-    """With LoRA the engine runs the base with the adapter merged in: its logprobs are the
-    adapted policy's, not the base's. Another policy of the same architecture takes the running
-    engine (its weights reloaded), and the first policy gets its own weights back the same way."""
-    from flywheel.trainer.policies import create_policy
-    lora = create_policy("hf", {"model": model_dir, "engine": "vllm", "lora_r": 4}, seed=0)
-    lora.module.eval()
-    with torch.no_grad():
-        for name, w in lora.module.named_parameters():
-            if "lora_B" in name:  # B starts at zero: make the adapter change the function
-                w.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
-    prompts = [lora.encode_prompt(q) for q in PROMPTS[:4]]
-    samples = lora.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
-    engine = lora.vllm_engine()
-    reloads = engine.reloads
-    trainer, sampler = scored(lora, prompts, samples, [1.0] * 4)
-    assert (trainer - sampler).abs().max() < 1e-4
-    base, _ = scored(policy, prompts, samples, [1.0] * 4)
-    assert (base - sampler).abs().max() > 1e-2
-    again = policy.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)  # the base's weights back
-    assert policy.vllm_engine() is engine and engine.reloads == reloads + 1  # same embedding
-    trainer, sampler = scored(policy, prompts, again, [1.0] * 4)
-    assert (trainer - sampler).abs().max() < 1e-4
 
 
 @pytest.mark.slow
