@@ -4,6 +4,8 @@ The checkpoint writes config.json and optimizer.pt with these; a policy backend 
 files (weights, tokenizer) with them, so every file of a checkpoint goes through one code path.
 """
 import io
+import os
+import posixpath
 
 import pyarrow.fs as pafs
 import torch
@@ -14,6 +16,30 @@ from flywheel.schemas.uris import resolve_uri
 def join(uri: str, name: str) -> str:
     """`name` inside the folder `uri` (a trailing slash on `uri` is allowed)."""
     return f"{uri.rstrip('/')}/{name}"
+
+
+def relative_uri(target: str, start: str) -> str | None:
+    """`target` as a path relative to the folder `start` ("../initial/hf"), or None when the two
+    are not on one filesystem (scheme and bucket)."""
+    (t_root, t_path), (s_root, s_path) = _split(target), _split(start)
+    if t_root != s_root:
+        return None
+    return posixpath.relpath(t_path, s_path)
+
+
+def resolve(uri: str, relative: str) -> str:
+    """The URI `relative` (e.g. "../initial/hf", or a plain name) names from the folder `uri`."""
+    root, path = _split(join(uri, relative))
+    return root + posixpath.normpath(path)
+
+
+def _split(uri: str) -> tuple[str, str]:
+    """("gs://bucket", "/a/b") of "gs://bucket/a/b"; ("", "/a/b") of a local path."""
+    if "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        bucket, _, path = rest.partition("/")
+        return f"{scheme}://{bucket}", "/" + path
+    return "", os.path.abspath(uri)
 
 
 def write_file(uri: str, data: bytes) -> None:

@@ -39,3 +39,15 @@ def test_without_optimizer_and_missing(tmp_path):
     assert load_checkpoint(str(tmp_path)).optimizer_state is None
     with pytest.raises(FileNotFoundError):
         load_checkpoint(str(tmp_path / "nowhere"))
+
+
+def test_relative_uris_between_checkpoints_on_any_filesystem(tmp_path):
+    """How a LoRA checkpoint names the base another checkpoint of its run holds."""
+    from flywheel.trainer.checkpoint_files import relative_uri, resolve
+    for root in ("gs://bucket/runs/r", str(tmp_path / "r")):
+        base, later = f"{root}/checkpoints/initial/hf", f"{root}/checkpoints/iteration=3"
+        assert relative_uri(base, later) == "../initial/hf"
+        assert resolve(later, "../initial/hf") == base
+        assert resolve(later, "hf") == f"{later}/hf"
+    assert relative_uri("gs://a/x/hf", "gs://b/x") is None
+    assert relative_uri("gs://a/x/hf", str(tmp_path)) is None

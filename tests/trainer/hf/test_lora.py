@@ -94,3 +94,44 @@ def test_export_merges_the_adapter_into_a_plain_model(tiny_model_dir, tmp_path):
         ours = policy.causal_lm(input_ids=b["input_ids"], attention_mask=b["attn_mask"].long()).logits
     torch.testing.assert_close(logits, ours, atol=1e-5, rtol=1e-5)
     assert policy.options.lora_r and any("lora_" in n for n, _ in policy.module.named_parameters())
+
+
+def test_later_lora_checkpoints_share_the_base_written_once(tiny_model_dir, tmp_path):
+    """initial -> iteration=0 -> iteration=1, each a load, a step and a save as the driver does:
+    only the first writes the base; the others hold their adapter and point at it, load to
+    their own logits, and keep doing so after the run folder moves. A base changed after it
+    was written is refused by the checkpoint digest."""
+    from flywheel.trainer.checkpoint import CheckpointDigestError
+    checkpoints = tmp_path / "run" / "checkpoints"
+    policy = create_policy("hf", {"model": str(tiny_model_dir), "lora_r": 4}, seed=0)
+    rows = _rows(policy)
+    save_checkpoint(str(checkpoints / "initial"), policy, None, {})
+    scores, previous = {}, "initial"
+    cfg = TrainConfig(epochs=1, minibatch_size=6, lr=1e-2)
+    for k in (0, 1):
+        ck = load_checkpoint(str(checkpoints / previous))
+        opt = build_optimizer(ck.policy, **cfg.adamw())
+        train_on_rows(ck.policy, opt, rows, cfg, seed=k)
+        ck.policy.module.eval()
+        previous = f"iteration={k}"
+        save_checkpoint(str(checkpoints / previous), ck.policy, opt, {})
+        scores[previous] = _scored(ck.policy, rows)[0]
+        assert not (checkpoints / previous / "hf").exists()  # the adapter only
+        assert (checkpoints / previous / "hf-adapter" / "adapter_config.json").exists()
+    assert (checkpoints / "initial" / "hf" / "config.json").exists()
+    assert not torch.equal(scores["iteration=0"], scores["iteration=1"])
+    moved = tmp_path / "moved"
+    (tmp_path / "run").rename(moved)
+    for name, score in scores.items():
+        ck = load_checkpoint(str(moved / "checkpoints" / name))
+        ck.policy.module.eval()
+        assert ck.policy.options.lora_r == 4
+        torch.testing.assert_close(_scored(ck.policy, rows)[0], score, atol=1e-6, rtol=0)
+    weights = moved / "checkpoints" / "initial" / "hf" / "model.safetensors"
+    from safetensors.torch import load_file, save_file
+    state = load_file(str(weights))
+    name = next(n for n in state if n.endswith("mlp.down_proj.weight"))
+    state[name] = state[name] * 2
+    save_file(state, str(weights), metadata={"format": "pt"})
+    with pytest.raises(CheckpointDigestError):
+        load_checkpoint(str(moved / "checkpoints" / "iteration=1"))

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from flywheel.trainer.checkpoint_files import join
+from flywheel.trainer.checkpoint_files import join, relative_uri, resolve
 from flywheel.trainer.policies import POLICIES
 from flywheel.trainer.policies.hf import chat_turns, logprobs, sampling
 from flywheel.trainer.policies.hf.model_files import (
@@ -67,6 +67,7 @@ class HFPolicy:
         self.context = min(options.context, int(positions))
         # engine=vllm: the engine starts on the first sample, from the weights held then.
         self._vllm = PolicyEngine() if options.engine == "vllm" else None
+        self._base: tuple[str, str] | None = None  # LoRA: (where the frozen base is, its digest)
 
     @classmethod
     def create(cls, options: Mapping[str, object], seed: int,
@@ -85,25 +86,48 @@ class HFPolicy:
 
     def save(self, uri: str) -> dict:
         """The model and tokenizer into hf/ (with LoRA: the frozen base there, the adapter alone
-        in hf-adapter/), each a folder transformers or peft loads as it is."""
-        folders = {SUBFOLDER: self._save_base} | ({ADAPTER: self.module.save_pretrained}
-                                                   if self.options.lora_r else {})
-        for folder, save in folders.items():
-            if is_remote(uri):
-                with tempfile.TemporaryDirectory() as tmp:
-                    save(tmp)
-                    upload_dir(tmp, join(uri, folder))
+        in hf-adapter/), each a folder transformers or peft loads as it is.
+
+        With LoRA the base never changes, so it is written once: a later checkpoint of the same
+        policy whose base has the same digest points at the folder that holds it (`files`, a
+        path relative to `uri`, e.g. "../initial/hf") and writes only its adapter (megabytes
+        instead of the whole model each iteration). The checkpoint's digest still covers base
+        and adapter, so a base that changed after it was written is refused at load."""
+        files, extra = SUBFOLDER, {}
+        if self.options.lora_r:
+            digest = _digest(self._base_state())
+            extra = {"adapter": ADAPTER, "base_digest": digest}
+            shared = self._base is not None and self._base[1] == digest
+            relative = relative_uri(self._base[0], uri) if shared else None
+            if relative is not None and relative != SUBFOLDER:
+                files = relative
             else:
-                save(os.path.join(local_path(uri), folder))
+                self._write(uri, SUBFOLDER, self._save_base)
+                self._base = (resolve(uri, SUBFOLDER), digest)
+            self._write(uri, ADAPTER, self.module.save_pretrained)
+        else:
+            self._write(uri, SUBFOLDER, self._save_base)
         return {"options": {"model": self.options.model, **self.options.sampling()},
-                "files": SUBFOLDER, **({"adapter": ADAPTER} if self.options.lora_r else {})}
+                "files": files, **extra}
+
+    @staticmethod
+    def _write(uri: str, folder: str, save) -> None:
+        if is_remote(uri):
+            with tempfile.TemporaryDirectory() as tmp:
+                save(tmp)
+                upload_dir(tmp, join(uri, folder))
+        else:
+            save(os.path.join(local_path(uri), folder))
+
+    def _base_state(self) -> dict | None:
+        """With LoRA, the base's own weights under their own names (None: the whole model)."""
+        if not self.options.lora_r:
+            return None
+        return {k.replace(".base_layer.", "."): v for k, v in self.causal_lm.state_dict().items()
+                if "lora_" not in k}
 
     def _save_base(self, directory: str) -> None:
-        state = None
-        if self.options.lora_r:  # the base's own weights, under their own names
-            state = {k.replace(".base_layer.", "."): v for k, v in self.causal_lm.state_dict().items()
-                     if "lora_" not in k}
-        self.causal_lm.save_pretrained(directory, state_dict=state)
+        self.causal_lm.save_pretrained(directory, state_dict=self._base_state())
         self.tokenizer.save_pretrained(directory)
 
     def export(self, directory: str) -> None:
@@ -119,13 +143,19 @@ class HFPolicy:
     @classmethod
     def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> HFPolicy:
         opts = HFOptions.from_dict(saved["options"])
-        directory = local_path(join(uri, saved["files"]))
+        base = resolve(uri, saved["files"])  # hf/, or a LoRA run's shared base (save)
+        directory = local_path(base)
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"checkpoint {uri}: its model folder {base} is missing")
         model, tokenizer = _from_pretrained(directory, None, opts.dtype, device)
         if saved.get("adapter"):
             from peft import PeftModel
             model = PeftModel.from_pretrained(model, local_path(join(uri, saved["adapter"])),
                                               is_trainable=True).to(device)
-        return cls(model, tokenizer, opts)
+        policy = cls(model, tokenizer, opts)
+        if saved.get("adapter") and saved.get("base_digest"):
+            policy._base = (base, saved["base_digest"])
+        return policy
 
     def encode_prompt(self, text: str) -> list[int]:
         """The chat template over [system prompt,] user text, ending in the assistant's turn;
@@ -193,6 +223,17 @@ class HFPolicy:
                        temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
         return logprobs.token_logprobs(self.causal_lm, input_ids, attn_mask, temperatures,
                                        chunk=self.options.logprob_chunk, score_from=score_from)
+
+
+def _digest(state: dict) -> str:
+    """sha256 over a state dict's names, dtypes, shapes and bytes, in name order."""
+    import hashlib
+    h = hashlib.sha256()
+    for name, tensor in sorted(state.items()):
+        t = tensor.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"{name}\0{t.dtype}\0{tuple(tensor.shape)}\0".encode())
+        h.update(t.view(torch.uint8).numpy())
+    return "sha256:" + h.hexdigest()
 
 
 def _as_list(x) -> list:
