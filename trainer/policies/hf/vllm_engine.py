@@ -195,8 +195,9 @@ class PolicyEngine:
                     _SLOT.engine = VLLMEngine(folder, context=policy.context,
                                               dtype=policy.options.dtype,
                                               gpu_memory=policy.options.vllm_gpu_memory)
-            except BaseException:
+            except BaseException:  # an engine left half-reloaded must not serve anyone
                 _remove(folder)
+                _SLOT.close()
                 raise
             _remove(_SLOT.folder)  # the engine reads the new folder from now on
             _SLOT.folder, _SLOT.key, _SLOT.loaded = folder, key, loaded
