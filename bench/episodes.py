@@ -2,6 +2,7 @@
 
     python bench/episodes.py [--part speed|learn|all] [--episodes 256] [--iterations 8]
                              [--warm-start-steps 150] [--lr 1e-4] [--credit outcome|turn]
+                             [--kl-coef 0]
 
 speed: the same episodes (fix_function, 3 turns, the same policy and seeds) three ways, side by
 side in one process: one episode at a time (sample a turn, run its tool, next turn), turn-batched
@@ -110,7 +111,7 @@ def speed(n: int, console: Console) -> None:
 
 
 def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: float = 1e-4,
-          credit: str = "outcome") -> None:
+          credit: str = "outcome", kl_coef: float = 0.0) -> None:
     from flywheel.domains.registry import get_domain
     from flywheel.pipelines.layout import RunLayout
     from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
@@ -119,7 +120,8 @@ def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: fl
     command = [sys.executable, "-m", "flywheel.pipelines.cli", "run", "--run-dir", str(run_dir),
                "--iterations", str(iterations), "--domains", ",".join(DOMAINS), "--max-turns", "3",
                "--tasks-per-domain", "32", "--n-samples", "8", "--heldout-per-domain", "100",
-               "--warm-start-max-steps", str(warm_start_steps), "--lr", str(lr), "--credit", credit]
+               "--warm-start-max-steps", str(warm_start_steps), "--lr", str(lr), "--credit", credit,
+               "--kl-coef", str(kl_coef)]
     console.print(" ".join(command[2:]))
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -152,12 +154,14 @@ def main() -> None:
                         help="RL learning rate (1e-3 collapsed shell_pick in one update)")
     parser.add_argument("--credit", choices=("outcome", "turn"), default="outcome",
                         help="outcome: one advantage per episode; turn: each turn's own")
+    parser.add_argument("--kl-coef", type=float, default=0.0,
+                        help="weight of KL to the warm-started policy (0: none)")
     args = parser.parse_args()
     console = Console()
     if args.part in ("speed", "all"):
         speed(args.episodes, console)
     if args.part in ("learn", "all"):
-        learn(args.iterations, console, args.warm_start_steps, args.lr, args.credit)
+        learn(args.iterations, console, args.warm_start_steps, args.lr, args.credit, args.kl_coef)
 
 
 if __name__ == "__main__":
