@@ -13,7 +13,6 @@ digest of the policy that sampled it and the trainer refuses rows of any other, 
 silently sampled a stale policy is caught. Loading recomputes it from the weights actually loaded
 and refuses a checkpoint whose files no longer match what was saved.
 """
-import hashlib
 import json
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ from flywheel.trainer.checkpoint_files import (
     make_dirs,
     read_file,
     save_torch,
+    state_digest,
     write_file,
 )
 from flywheel.trainer.policies import POLICIES, backend_name
@@ -53,12 +53,7 @@ def policy_digest(policy: Policy) -> str:
     loaded on any device, and a worker can state what it actually holds in memory. Hashing a
     135M-parameter float32 model takes about 0.4 s on one CPU core.
     """
-    h = hashlib.sha256()
-    for name, tensor in sorted(policy.module.state_dict().items()):
-        t = tensor.detach().to("cpu").contiguous().reshape(-1)
-        h.update(f"{name}\0{t.dtype}\0{tuple(tensor.shape)}\0".encode())
-        h.update(t.view(torch.uint8).numpy())
-    return "sha256:" + h.hexdigest()
+    return state_digest(policy.module.state_dict())
 
 
 def save_checkpoint(uri: str, policy: Policy, optimizer: torch.optim.Optimizer | None,

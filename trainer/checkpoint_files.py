@@ -3,6 +3,7 @@
 The checkpoint writes config.json and optimizer.pt with these; a policy backend writes its own
 files (weights, tokenizer) with them, so every file of a checkpoint goes through one code path.
 """
+import hashlib
 import io
 import os
 import posixpath
@@ -16,6 +17,16 @@ from flywheel.schemas.uris import resolve_uri
 def join(uri: str, name: str) -> str:
     """`name` inside the folder `uri` (a trailing slash on `uri` is allowed)."""
     return f"{uri.rstrip('/')}/{name}"
+
+
+def state_digest(state: dict) -> str:
+    """"sha256:<hex>" over a state dict: each entry's name, dtype, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(state.items()):
+        t = tensor.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"{name}\0{t.dtype}\0{tuple(tensor.shape)}\0".encode())
+        h.update(t.view(torch.uint8).numpy())
+    return "sha256:" + h.hexdigest()
 
 
 def relative_uri(target: str, start: str) -> str | None:

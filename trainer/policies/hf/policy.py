@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from flywheel.trainer.checkpoint_files import join, relative_uri, resolve
+from flywheel.trainer.checkpoint_files import join, relative_uri, resolve, state_digest
 from flywheel.trainer.policies import POLICIES
 from flywheel.trainer.policies.hf import chat_turns, logprobs, sampling
 from flywheel.trainer.policies.hf.model_files import (
@@ -95,7 +95,7 @@ class HFPolicy:
         and adapter, so a base that changed after it was written is refused at load."""
         files, extra = SUBFOLDER, {}
         if self.options.lora_r:
-            digest = _digest(self._base_state())
+            digest = state_digest(self._base_state())
             extra = {"adapter": ADAPTER, "base_digest": digest}
             shared = self._base is not None and self._base[1] == digest
             relative = relative_uri(self._base[0], uri) if shared else None
@@ -223,17 +223,6 @@ class HFPolicy:
                        temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
         return logprobs.token_logprobs(self.causal_lm, input_ids, attn_mask, temperatures,
                                        chunk=self.options.logprob_chunk, score_from=score_from)
-
-
-def _digest(state: dict) -> str:
-    """sha256 over a state dict's names, dtypes, shapes and bytes, in name order."""
-    import hashlib
-    h = hashlib.sha256()
-    for name, tensor in sorted(state.items()):
-        t = tensor.detach().to("cpu").contiguous().reshape(-1)
-        h.update(f"{name}\0{t.dtype}\0{tuple(tensor.shape)}\0".encode())
-        h.update(t.view(torch.uint8).numpy())
-    return "sha256:" + h.hexdigest()
 
 
 def _as_list(x) -> list:
