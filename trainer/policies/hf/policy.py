@@ -99,8 +99,8 @@ class HFPolicy:
             extra = {"adapter": ADAPTER, "base_digest": digest}
             shared = self._base is not None and self._base[1] == digest
             relative = relative_uri(self._base[0], uri) if shared else None
-            if relative is not None and relative != SUBFOLDER:
-                files = relative
+            if relative is not None and relative.startswith("../") and relative.count("..") == 1:
+                files = relative  # a sibling checkpoint's (of this run), never another run's
             else:
                 self._write(uri, SUBFOLDER, self._save_base)
                 self._base = (resolve(uri, SUBFOLDER), digest)
