@@ -135,6 +135,11 @@ class TurnLimits:
             per_domain[name] = turns
         return cls(max_turns, tuple(sorted(per_domain.items())))
 
+    @classmethod
+    def of(cls, limits: int | TurnLimits) -> TurnLimits:
+        """`limits` as TurnLimits (an int is the run's --max-turns alone)."""
+        return limits if isinstance(limits, TurnLimits) else cls(limits)
+
     def for_domain(self, domain: Domain) -> int:
         if not is_episodic(domain):
             return 1
@@ -150,7 +155,7 @@ def turns_for(domain: Domain, limits: int | TurnLimits) -> int:
     """Turns an attempt of `domain` gets: for a domain with tools, its override, else the run's
     --max-turns, else its own default (`limits` as an int: the run's --max-turns alone); 1 for
     any other."""
-    return (limits if isinstance(limits, TurnLimits) else TurnLimits(limits)).for_domain(domain)
+    return TurnLimits.of(limits).for_domain(domain)
 
 
 def cut_middle(text: str, limit: int) -> tuple[str, int]:

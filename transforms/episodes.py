@@ -21,8 +21,7 @@ from flywheel.transforms.turn import DONE_TAG, EpisodeModelHandler, Turn, end_ep
 def turn_stages(domains, limits: int | TurnLimits) -> int:
     """The Turn stages a run needs: the most turns of any of its domains (1 means single-turn).
     Domains that come only from task files count through --max-turns or their override."""
-    limits = limits if isinstance(limits, TurnLimits) else TurnLimits(limits)
-    return limits.most([get_domain(d) for d in domains])
+    return TurnLimits.of(limits).most([get_domain(d) for d in domains])
 
 
 def is_multi_turn(attempt, limits: int | TurnLimits) -> bool:
