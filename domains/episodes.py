@@ -23,7 +23,7 @@ from typing import Any
 
 from flywheel.domains.registry import Domain, ToolSpec
 from flywheel.domains.report_channel import signed
-from flywheel.domains.tools import SUBMIT, ToolCall
+from flywheel.domains.tools import SUBMIT, ToolCall, ToolCallError
 from flywheel.sandbox import ExecRequest, ExecResult, Limits
 
 SUBMITTED, SOLVED, MAX_TURNS, BUDGET = "submitted", "solved", "max_turns", "budget"
@@ -97,6 +97,39 @@ class EpisodeDomain(Domain):
         if call.name == SUBMIT.name:
             return self.submit(state, call)
         return self.observe(task, state, call, result)
+
+
+def call_request(domain: EpisodeDomain, task: dict[str, Any], state: dict[str, Any],
+                 call: ToolCall, nonce: str = "") -> ExecRequest | None:
+    """`domain.tool_request`, with the blame rule: when the call cannot become a program, the same
+    tool called with blank text on the task's start state decides who is at fault. If that one
+    builds, what the model wrote broke it: ToolCallError (a tool-error observation, the episode
+    goes on). If not, the task itself cannot run the tool: the exception goes on (an `input`
+    error). Neither probe reuses anything the model wrote or ran."""
+    try:
+        return domain.tool_request(task, state, call, nonce)
+    except Exception as e:  # noqa: BLE001  any failure is blamed, never raised out of a stage
+        blank = ToolCall(call.name, {k: "" if isinstance(v, str) else v
+                                     for k, v in call.arguments.items()})
+        try:
+            domain.tool_request(task, domain.start_state(task), blank, nonce)
+        except Exception:  # noqa: BLE001
+            raise e from None
+        raise ToolCallError(f"{call.name}: the call cannot be run "
+                            f"({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def observe_safely(domain: EpisodeDomain, task: dict[str, Any], state: dict[str, Any],
+                   call: ToolCall, result: ExecResult | None) -> tuple[Step, str | None]:
+    """(`domain.step`, None), or, when reading the tool's output failed, an error observation
+    with the state unchanged and why: the output is the model's code's to shape, so nothing it
+    holds may raise out of a stage (domains/untrusted_text.py bounds the known parsers; this
+    holds for any other)."""
+    try:
+        return domain.step(task, state, call, result), None
+    except Exception as e:  # noqa: BLE001
+        why = f"the tool's output could not be read ({type(e).__name__})"
+        return Step(f"error: {why}", state, None, 0.0), why
 
 
 def is_episodic(domain: Domain) -> bool:

@@ -20,6 +20,7 @@ import random
 from flywheel.domains.episodes import SOLVED, EpisodeDomain, Step
 from flywheel.domains.registry import SandboxNeeds, register_domain
 from flywheel.domains.tools import RUN_TESTS, SUBMIT
+from flywheel.domains.untrusted_text import Unreadable, load_json, parse_python
 
 OPS = ("+", "-", "*", "//")
 _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.Load)
@@ -32,9 +33,8 @@ def apply(op: str, x: int, c: int) -> int:
 def body_shape(body: str) -> tuple[bool, bool]:
     """(arithmetic, uses_x): the body is numbers, `x`, operators and parentheses only (read from
     its syntax tree), and `x` occurs in it."""
-    try:
-        tree = ast.parse(f"(\n{body}\n)", mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_python(f"(\n{body}\n)", mode="eval")
+    if tree is None:
         return False, False
     nodes = list(ast.walk(tree))
     names = [n for n in nodes if isinstance(n, ast.Name)]
@@ -51,10 +51,12 @@ def points_program(body: str, xs: list[int]) -> dict:
 
 
 def printed_values(stdout: str) -> list | None:
+    """The JSON list the program printed last, or None: the line is the body's to shape (nested
+    thousands deep, a number of a million digits), so it is read by untrusted_text.load_json."""
     lines = stdout.strip().splitlines()
     try:
-        values = json.loads(lines[-1]) if lines else None
-    except ValueError:
+        values = load_json(lines[-1]) if lines else None
+    except Unreadable:
         return None
     return values if isinstance(values, list) else None
 

@@ -11,6 +11,7 @@ import ast
 import random
 
 from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
+from flywheel.domains.untrusted_text import parse_python
 
 
 _OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
@@ -28,9 +29,8 @@ def arithmetic_shape(response: str) -> tuple[bool, bool]:
     string can print or exit in the expression's place; has_operator means a binary arithmetic
     operator (+ - * / // % **) is in the tree, so a comment or a string holding one does not count,
     nor a bare literal with a sign."""
-    try:
-        tree = ast.parse(expression_source(response), mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_python(expression_source(response), mode="eval")
+    if tree is None:
         return False, False
     nodes = list(ast.walk(tree))
     arithmetic = all(isinstance(n, _ALLOWED) or (isinstance(n, ast.Constant) and type(n.value) in (int, float))

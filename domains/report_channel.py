@@ -12,9 +12,10 @@ always flagged. Lines are split as the verifiers split them (str.splitlines).
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any
+
+from flywheel.domains.untrusted_text import Unreadable, load_json
 
 FORGED = "FORGED "
 
@@ -53,7 +54,10 @@ def harness_report(execution: Any, marker: str) -> tuple[dict | None, str, list[
     forged = len(lines) > 1 or any(line.startswith(FORGED + marker) for line in all_lines)
     flags = ["forged_report"] if forged else []  # the harness prints exactly one, last
     if lines and execution.exit_code == 0 and not execution.kill_reason:
-        report = json.loads(lines[-1][len(marker):])
+        try:
+            report = load_json(lines[-1][len(marker):])
+        except Unreadable as e:  # the nonce makes it the harness's own line: still read it totally
+            return None, f"the harness's report is unreadable: {e}", flags
         if isinstance(report, dict):
             return report, "", flags
     reason = execution.kill_reason or f"exit code {execution.exit_code}"

@@ -15,16 +15,16 @@ message for the model (the next observation): a model-side mistake, never a cras
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 
 from flywheel.domains.registry import ToolSpec
+from flywheel.domains.untrusted_text import PARSER_FAILURES, Unreadable, load_json
 
 MAX_ACTION_CHARS = 64_000  # longer actions are refused before any parsing (bounded trusted work)
-_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 CODE = {"type": "string", "maxLength": 20_000}
 RUN_TESTS = ToolSpec("run_tests", "Run the task's visible tests against your code; shows which fail.", {
@@ -68,40 +68,53 @@ def text_argument(spec: ToolSpec) -> str:
 
 
 def parse_action(text: str, tools: tuple[ToolSpec, ...], plain_tool: str) -> ToolCall:
-    """The call that `text` makes among `tools`; raises ToolCallError saying what is wrong.
+    """The call that `text` makes among `tools`; raises ToolCallError saying what is wrong, and
+    nothing else, whatever the text holds (linear time: no backtracking pattern, JSON nesting
+    and numbers bounded by untrusted_text.load_json).
 
     The first `<tool_call>` block counts (one call per turn); text without one calls `plain_tool`.
     """
     offered = {t.name: t for t in tools}
     if len(text) > MAX_ACTION_CHARS:
         raise ToolCallError(f"the action is {len(text)} characters; at most {MAX_ACTION_CHARS}")
-    match = _CALL.search(text)
-    if match is None:
-        spec = offered[plain_tool]
-        call = ToolCall(plain_tool, {text_argument(spec): text})
-    else:
-        try:
-            body = json.loads(match.group(1))
-        except ValueError as e:
-            raise ToolCallError(f"the tool call is not JSON ({e.msg} at character {e.pos})") from None
-        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
-            raise ToolCallError('a tool call is {"name": TOOL, "arguments": {...}}')
-        arguments = body.get("arguments", body.get("parameters", {}))
-        if isinstance(arguments, str):  # some templates emit the arguments JSON-encoded
-            try:
-                arguments = json.loads(arguments)
-            except ValueError:
-                raise ToolCallError("the tool call's arguments are not a JSON object") from None
-        call = ToolCall(body["name"], arguments)
+    call = _call_of(text, offered[plain_tool])
     if call.name not in offered:
         raise ToolCallError(f"unknown tool {call.name[:60]!r}; the tools are "
                             f"{', '.join(sorted(offered))}")
-    problem = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(offered[call.name].parameters).iter_errors(call.arguments))
+    try:
+        problem = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(offered[call.name].parameters).iter_errors(call.arguments))
+    except PARSER_FAILURES as e:  # a pathological value the validator cannot walk
+        raise ToolCallError(f"{call.name}: the arguments cannot be checked ({type(e).__name__})") from None
     if problem is not None:
-        where = "/".join(map(str, problem.absolute_path)) or "arguments"
+        where = "/".join(map(str, problem.absolute_path))[:100] or "arguments"
         raise ToolCallError(f"{call.name}: {where}: {problem.message[:200]}")
     return call
+
+
+def _call_of(text: str, plain: ToolSpec) -> ToolCall:
+    """The call `text` spells: its first `<tool_call>` block (to `</tool_call>` or the end), else
+    `plain` with the whole text as its text argument; not yet checked against any schema."""
+    start = text.find(CALL_OPEN)
+    if start < 0:
+        return ToolCall(plain.name, {text_argument(plain): text})
+    end = text.find(CALL_CLOSE, start + len(CALL_OPEN))
+    block = text[start + len(CALL_OPEN):end if end >= 0 else len(text)].strip()
+    try:
+        body = load_json(block)
+    except Unreadable as e:
+        raise ToolCallError(f"the tool call is {e}") from None
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+        raise ToolCallError('a tool call is {"name": TOOL, "arguments": {...}}')
+    arguments = body.get("arguments", body.get("parameters", {}))
+    if isinstance(arguments, str):  # some templates emit the arguments JSON-encoded
+        try:
+            arguments = load_json(arguments)
+        except Unreadable:
+            raise ToolCallError("the tool call's arguments are not a JSON object") from None
+    if not isinstance(arguments, dict):
+        raise ToolCallError("the tool call's arguments are not a JSON object")
+    return ToolCall(body["name"], arguments)
 
 
 def render_call(call: ToolCall) -> str:

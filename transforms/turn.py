@@ -28,7 +28,8 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.utils.shared import Shared
 
-from flywheel.domains.episodes import BUDGET, MAX_TURNS, Step, cut_middle, turns_for
+from flywheel.domains.episodes import (BUDGET, MAX_TURNS, Step, call_request, cut_middle,
+                                       observe_safely, turns_for)
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tools import ToolCallError, parse_action
 from flywheel.sandbox import SandboxError
@@ -155,26 +156,28 @@ class EpisodeModelHandler(PolicyModelHandler):
 
 def act(attempt: Attempt, backend, retries: int = 2, backoff_s: float = 0.2
         ) -> tuple[Attempt, dict | None]:
-    """Run the tool call of the episode's last action; (the attempt after it, an errors row)."""
+    """Run the tool call of the episode's last action; (the attempt after it, an errors row).
+
+    Whatever the action holds, or its program prints, is the model's: an action that cannot be
+    read or run is a tool-error observation and the episode goes on; only the task (a blank call
+    fails too: an `input` error) or the sandbox (`environment`) ends it as failed."""
     episode = dict(attempt.episode)
     if episode.get("end"):  # ended before acting (out of tokens)
         return attempt, None
     domain, turn = get_domain(attempt.domain), dict(attempt.turns[-1])
-    result, error = None, None
+    result, error, nonce = None, None, domain.nonce()
     try:
         call = parse_action(turn["action"], domain.tools, domain.plain_tool)
+        turn["tool"] = call.name
+        request = call_request(domain, attempt.task, episode["state"], call, nonce)
     except ToolCallError as e:
         count("tool_calls_malformed")
         call, step = None, Step(f"error: {e}", episode["state"])
-        turn.update(tool=None, tool_error=str(e))
+        turn.update(tool=turn.get("tool"), tool_error=str(e))
+    except Exception as e:  # noqa: BLE001  the task cannot become a program: bad input, the episode ends
+        return _failed(attempt, episode, error_row("turn", "input", e, attempt.context()))
     if call is not None:
         count("tool_calls")
-        turn["tool"] = call.name
-        nonce = domain.nonce()
-        try:
-            request = domain.tool_request(attempt.task, episode["state"], call, nonce)
-        except Exception as e:  # the task cannot become a program: bad input, the episode ends
-            return _failed(attempt, episode, error_row("turn", "input", e, attempt.context()))
         for retry in range(retries + 1) if request is not None else ():
             try:
                 result = domain.read_output(backend.run(request), nonce)
@@ -184,7 +187,10 @@ def act(attempt: Attempt, backend, retries: int = 2, backoff_s: float = 0.2
                     return _failed(attempt, episode, error_row(
                         "turn", "environment", e, attempt.context(), retry_count=retry))
                 time.sleep(backoff_s * 2 ** retry)
-        step = domain.step(attempt.task, episode["state"], call, result)
+        step, unreadable = observe_safely(domain, attempt.task, episode["state"], call, result)
+        if unreadable:
+            count("observations_unreadable")
+            turn["tool_error"] = unreadable
     observation, cut = cut_middle(step.observation, episode["observation_chars"])
     turn.update(observation=observation, observation_cut=cut, reward=step.reward,
                 exit_code=result.exit_code if result else None,
