@@ -53,7 +53,8 @@ class Attempt:
     sandbox_backend: str | None = None
     sandbox_wall_ms: float | None = None
     sandbox_cpu_ms: float | None = None
-    failure: str | None = None                 # input | environment | verifier: not scorable
+    failure: str | None = None                 # input | environment | verifier: not scorable;
+                                               # unreadable: scored by Verify as a failed attempt
     # Verify
     verifier: str | None = None
     verifier_version: str | None = None
@@ -82,6 +83,7 @@ class Attempt:
                 ("run_id", "iteration", "domain", "task_id", "sample_index", "prompt", "response")}
 
 
+UNREADABLE = "unreadable"  # a response that could not be made into a program (transforms/execute.py)
 FIELDS = tuple(f.name for f in dataclasses.fields(Attempt))
 ROW_FIELDS = tuple(name for name in TRAJECTORIES.names if name in FIELDS)
 

@@ -16,25 +16,41 @@ import apache_beam as beam
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
 from flywheel.sandbox import SandboxError, get_backend
-from flywheel.transforms.attempt import Attempt
+from flywheel.transforms.attempt import UNREADABLE, Attempt
 
 
 def _run_one(attempt: Attempt, backend, retries: int, backoff_s: float):
-    """(execution or None, error row or None) for one attempt."""
+    """(execution or None, error row or None, failure or None) for one attempt."""
     domain = get_domain(attempt.domain)
     nonce = domain.nonce()  # one attempt, one nonce, however many tries
     try:
         request = domain.request(attempt.task, attempt.response, nonce)
-    except Exception as e:  # the task cannot be turned into a program: bad input
-        return None, error_row("execute", "input", e, attempt.context())
+    except Exception as e:  # noqa: BLE001  blamed below, never raised out of the stage
+        return (None, *_unbuildable(domain, attempt, e, nonce))
     for retry in range(retries + 1):
         try:
-            return domain.read_output(backend.run(request), nonce), None
+            return domain.read_output(backend.run(request), nonce), None, None
         except SandboxError as e:
             if retry == retries:
                 return None, error_row("execute", "environment", e, attempt.context(),
-                                       retry_count=retry)
+                                       retry_count=retry), "environment"
             time.sleep(backoff_s * 2 ** retry)
+
+
+def _unbuildable(domain, attempt: Attempt, problem: Exception, nonce: str) -> tuple[dict, str]:
+    """(errors row, failure) of a response that could not be made into a program. The blame rule:
+    if a blank response to the same task builds, this response's content broke it (nested too
+    deeply, say): a MODEL failure, scored as a failed attempt (`unreadable`: verdict fail, reward
+    0). If the blank one fails too, the task cannot become a program: an `input` error."""
+    try:
+        domain.request(attempt.task, "", nonce)
+    except Exception:  # noqa: BLE001
+        return error_row("execute", "input", problem, attempt.context()), "input"
+    count("responses_unreadable")
+    error = error_row("execute", "model", f"the response cannot be made into a program: "
+                      f"{type(problem).__name__}: {str(problem)[:300]}", attempt.context())
+    error["error_type"] = UNREADABLE
+    return error, UNREADABLE
 
 
 def without_execution(attempt: Attempt) -> Attempt:
@@ -50,14 +66,15 @@ def execute_batch(batch: list[Attempt], backend, pool, retries: int = 2,
 
     Returns every attempt (with `execution`, `turns` and sandbox columns; `failure` set when it
     could not run) and the `errors` rows: `input` / `environment` when the attempt could not run,
-    `model` when the model's code ran into a limit (timeout, cpu, memory, output, processes).
+    `model` when the model's code ran into a limit (timeout, cpu, memory, output, processes) or
+    the response could not be made into a program (failure `unreadable`, scored 0 by Verify).
     """
     runnable = [a for a in batch if get_domain(a.domain).uses_sandbox]
     results = pool.map(lambda a: _run_one(a, backend, retries, backoff_s), runnable)
     outcomes = dict(zip((id(a) for a in runnable), results))
     outputs, errors = [], []
     for attempt in batch:
-        execution, error = outcomes.get(id(attempt), (None, None))
+        execution, error, failure = outcomes.get(id(attempt), (None, None, None))
         out = without_execution(attempt)
         if attempt.episode_end is not None:  # an episode keeps its turns; this run only scores it
             out = out.replace(turns=attempt.turns)
@@ -77,9 +94,9 @@ def execute_batch(batch: list[Attempt], backend, pool, retries: int = 2,
                           "duration_ms": execution.wall_ms}]
             out = out.replace(execution=execution, turns=turns, sandbox_backend=execution.backend,
                               sandbox_wall_ms=execution.wall_ms, sandbox_cpu_ms=execution.cpu_ms)
+        if failure is not None:
+            out = out.replace(failure=failure)
         if error is not None:
-            if error["kind"] != "model":
-                out = out.replace(failure=error["kind"])
             errors.append(error)
         outputs.append(out)
     return outputs, errors

@@ -5,14 +5,19 @@ opens one in setup() and closes it in teardown(); `verify_attempt` callers outsi
 theirs or share this process's. A verification that yields no verdict (deadline, memory cap,
 the worker dying, the verifier raising) is blamed by one general rule, not per verifier:
 
-    the same verifier, on the same task and execution, is asked to score a blank response.
-    If it can, what this response contains is what broke it: a MODEL failure, scored 0 with
-    verdict `fail` (it stays in training as a wrong answer), and an `errors` row of kind `model`.
-    If it cannot, the defect is the verifier's or the task's own (an unparsable reference
-    answer, a missing execution result): an ENVIRONMENT error, verdict `error`, failure
-    `verifier`, which removes the attempt from training.
+    the same verifier, on the same task, is asked to score a blank response with a blank
+    execution (no output, exit 0: what running nothing gives). If it can, what this response
+    contains or what its code printed is what broke it: a MODEL failure, scored 0 with verdict
+    `fail` (it stays in training as a wrong answer), and an `errors` row of kind `model`. If it
+    cannot, the defect is the verifier's or the task's own (an unparsable reference answer): an
+    ENVIRONMENT error, verdict `error`, failure `verifier`, which removes the attempt from
+    training. The probe never reuses the attempt's execution, output or state: all of those are
+    the response's to shape, and a probe that reused them would let a response that breaks the
+    verifier through its output alone pass as the environment's fault.
 
-The probe runs only on failures, so a scored response costs one round trip to the worker.
+The probe runs only on failures, so a scored response costs one round trip to the worker. A
+response that Execute could not make into a program at all (failure `unreadable`) is scored 0,
+verdict `fail`, without calling the verifier.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from __future__ import annotations
 import apache_beam as beam
 
 from flywheel.domains.registry import get_domain
-from flywheel.transforms.attempt import Attempt
+from flywheel.sandbox import ExecResult
+from flywheel.transforms.attempt import UNREADABLE, Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
 from flywheel.verifiers import Verdict, get_verifier
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds, Outcome, shared
@@ -28,9 +34,19 @@ from flywheel.verifiers.bounded import BoundedVerifier, Bounds, Outcome, shared
 BLANK_RESPONSE = ""
 
 
+def blank_execution(execution: ExecResult | None) -> ExecResult | None:
+    """What running nothing gives, on the attempt's backend: exit 0, no output, no time. None for
+    an attempt that ran nothing. Nothing in it comes from the attempt's own run."""
+    if execution is None:
+        return None
+    return ExecResult(exit_code=0, stdout="", stderr="", timed_out=False, truncated=False,
+                      kill_reason=None, wall_ms=0.0, cpu_ms=0.0, backend=execution.backend)
+
+
 def _blame(bounded: BoundedVerifier, verifier, attempt: Attempt, outcome: Outcome) -> str:
-    """`model` when the verifier scores a blank response to the same task, else `environment`."""
-    probe = bounded.run(verifier, attempt.task, BLANK_RESPONSE, attempt.execution)
+    """`model` when the verifier scores a blank response with a blank execution on the same task,
+    else `environment`."""
+    probe = bounded.run(verifier, attempt.task, BLANK_RESPONSE, blank_execution(attempt.execution))
     return "model" if probe.verdict is not None else "environment"
 
 
@@ -39,7 +55,11 @@ def verify_attempt(attempt: Attempt, bounded: BoundedVerifier | None = None) -> 
     bounded = bounded or shared()
     verifier = get_verifier(get_domain(attempt.domain).verifier)
     error, failure = None, attempt.failure
-    if failure:
+    if failure == UNREADABLE:  # Execute could not make a program of it: a wrong answer
+        verdict = Verdict(0.0, "fail", {"unreadable_response": 1.0},
+                          detail="the response could not be made into a program")
+        failure = None
+    elif failure:
         verdict = Verdict(0.0, "error", detail=f"{failure} error before verification")
     else:
         outcome = bounded.run(verifier, attempt.task, attempt.response, attempt.execution)
