@@ -4,7 +4,8 @@
                           [--memory-mb MB] FILE.py [ARG ...]
     flywheel sandbox build-image [--docker-host unix:///path/docker.sock]
     flywheel sandbox serve [--host H] [--port P] [--backend NAME] [--sandbox-options ...]
-                           [--token-file F] [--capacity N]
+                           [--token-file F] [--capacity N] [--max-connections N]
+                           [--idle-timeout S] [--read-timeout S] [--max-body-mb MB]
 
 `exec` opens the backend with what it declares for a single run (`local`: no warm pool), then
 the options given (`--docker-runtime` and `--docker-host` are `runtime=` and `base_url=`); its
@@ -13,6 +14,8 @@ exits 0 whatever the code did; a failure of the sandbox itself (an `environment`
 {"error": ..., "kind": "environment"} and exits 1; an option that is not KEY=VALUE exits 2.
 `serve` puts a backend (warm pool by default) behind HTTP for the `remote` backend
 (sandbox/service.py); SIGTERM or SIGINT drains it: runs in flight finish, new ones are refused.
+It refuses to start (exit 2, one line on stderr) with a token file or $FLYWHEEL_SANDBOX_TOKEN that
+is empty or not a header-safe token, and on an address beyond loopback without a token.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from flywheel.pipelines.option_items import parse_options, split_items
 from flywheel.sandbox import BACKENDS, Limits
+from flywheel.sandbox.service_limits import ServiceLimits
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -60,6 +64,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                             "$FLYWHEEL_SANDBOX_TOKEN; neither: no token, for loopback only)")
     serve.add_argument("--capacity", type=int, default=os.cpu_count() or 2,
                        help="runs at once; more are refused with 503 busy (default: CPU count)")
+    limits = ServiceLimits()
+    serve.add_argument("--max-connections", type=int, default=limits.max_connections,
+                       help="connections held at once (a thread each); more are answered 503 and "
+                            "closed (default: %(default)s)")
+    serve.add_argument("--idle-timeout", type=float, default=limits.idle_timeout_s,
+                       help="seconds a kept-alive connection may wait for its next request "
+                            "(default: %(default)s)")
+    serve.add_argument("--read-timeout", type=float, default=limits.read_timeout_s,
+                       help="seconds in all for a request's line and headers, and for its body "
+                            f"besides {limits.min_body_rate >> 20} MiB/s (default: %(default)s)")
+    serve.add_argument("--max-body-mb", type=float, default=limits.max_body / (1 << 20),
+                       help="largest request in MiB; larger ones are refused (413) unread "
+                            "(default: %(default)s, the default work dir's size)")
     return p
 
 
@@ -123,16 +140,24 @@ def cmd_serve(args) -> int:
 
     from flywheel.sandbox import SandboxError, get_backend
     from flywheel.sandbox.service import SandboxService
-    try:
+    from flywheel.sandbox.service_token import check_exposure, read_token
+    try:  # everything that can refuse the command is checked before the backend starts
         options = backend_options(args, one_shot=False)
-        token = (args.token_file.read_text().strip() if args.token_file
-                 else os.environ.get("FLYWHEEL_SANDBOX_TOKEN") or None)
+        token = read_token(args.token_file)
+        check_exposure(args.host, token)
+        limits = ServiceLimits(max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
+                               read_timeout_s=args.read_timeout, max_body=int(args.max_body_mb * (1 << 20)))
         backend = get_backend(args.backend, **options)
     except (ValueError, OSError, SandboxError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1
     with backend:
-        service = SandboxService(backend, args.host, args.port, token=token, capacity=args.capacity)
+        try:
+            service = SandboxService(backend, args.host, args.port, token=token, capacity=args.capacity,
+                                     limits=limits)
+        except OSError as e:  # the address is taken or not this machine's
+            print(f"error: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
+            return 1
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())

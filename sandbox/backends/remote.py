@@ -3,14 +3,17 @@
     --sandbox remote --sandbox-options "urls=http://h1:8700 http://h2:8700,token_file=/path/token"
 
 The token comes from `token_file`, else $FLYWHEEL_SANDBOX_TOKEN, else `token=` (which a run's
-run.json would then keep: prefer the other two).
+run.json would then keep: prefer the other two); an empty one is an error, never "no token"
+(sandbox/service_token.py, the rules the service applies too).
 
 Attempts are spread over the servers (each thread starts at the next one, round robin). A server
 that is busy or draining (503), unreachable, gone mid-run, or failing on its own side (500) is
 an environment failure: the attempt goes to another server after a backoff, up to `retries`
 times, and only then is a SandboxError. A run is never half-counted: a server killed mid-run
 sends no result, so the attempt runs again elsewhere. What the code did (any 200 result) comes
-back unchanged, so the model-vs-environment classification is the remote backend's own.
+back unchanged, so the model-vs-environment classification is the remote backend's own. A
+kept-alive connection the server has since closed (its idle timeout) is reopened at once, once:
+the server read nothing on it, so nothing ran.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
-import os
 import threading
 import time
 from urllib.parse import urlsplit
 
 from flywheel.sandbox.contract import ExecRequest, ExecResult, SandboxBackend, SandboxError, register_backend
+from flywheel.sandbox.service_token import read_token
 from flywheel.sandbox.wire import dump_request, load_result
 
 
@@ -40,10 +43,9 @@ class RemoteBackend(SandboxBackend):
             if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
                 raise SandboxError(f"not an http(s) URL of a sandbox service: {url!r}")
         try:
-            self.token = (open(token_file).read().strip() if token_file
-                          else os.environ.get("FLYWHEEL_SANDBOX_TOKEN") or token)
-        except OSError as e:
-            raise SandboxError(f"cannot read the sandbox service's token: {e}") from None
+            self.token = read_token(token_file, token)
+        except (OSError, ValueError) as e:
+            raise SandboxError(f"cannot use the sandbox service's token: {e}") from None
         self.retries, self.backoff_s, self.timeout_s = retries, backoff_s, timeout_s
         self._next, self._local = itertools.count(), threading.local()
         self._check_one()
@@ -75,13 +77,16 @@ class RemoteBackend(SandboxBackend):
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         connection = self._connection(url, timeout_s)
-        try:
-            connection.request(method, path, body=body, headers=headers)
-            response = connection.getresponse()
-            return response.status, response.read()
-        except (OSError, http.client.HTTPException) as e:
-            connection.close()  # reconnects on the next request
-            raise OSError(f"{type(e).__name__}: {e}") from None
+        for fresh in (connection.sock is None, True):
+            try:
+                connection.request(method, path, body=body, headers=headers)
+                response = connection.getresponse()
+                return response.status, response.read()
+            except (OSError, http.client.HTTPException) as e:
+                connection.close()  # reconnects on the next request
+                # closed or reset with no reply on a reused connection: the server's idle timeout
+                if fresh or not isinstance(e, (ConnectionResetError, BrokenPipeError)):
+                    raise OSError(f"{type(e).__name__}: {e}") from None
 
     def run(self, request: ExecRequest) -> ExecResult:
         body, failures = dump_request(request), []
@@ -97,7 +102,7 @@ class RemoteBackend(SandboxBackend):
                 if status == 200:
                     return load_result(data)
                 reason = _error_of(data)
-                if status in (400, 401, 404, 413):  # ours or the config's: no other server differs
+                if status in (400, 401, 404, 405, 411, 413):  # ours or the config's: no other server differs
                     raise SandboxError(f"sandbox service {url} refused the run ({status}): {reason}")
                 failures.append(f"{url}: {status} {reason}")
             if attempt < self.retries:
