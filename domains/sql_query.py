@@ -2,8 +2,11 @@
 
 Task fields: prompt, `fixture` (SQL script: schema and rows, shown to the policy), optional
 `hidden_fixtures` (same schema, other rows: a query that hard-codes the visible answer fails
-there), `reference_query`, optional `ordered` (row order matters; default: the reference query
-ends with ORDER BY). The engine is SQLite from the sandbox's standard library; see the harness.
+there; a task without them gets perturbed copies of its fixture, sql_variants.py),
+`reference_query`, optional `ordered` (row order matters; default: the reference query ends with
+ORDER BY). The engine is SQLite from the sandbox's standard library; see the harness. Task SQL
+is input: on this side it runs only under the guard (sqlite_guard.py), and a task whose fixture
+or reference query the guard refuses is a bad task, reported with its field.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import re
 from pathlib import Path
 
 from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
+from flywheel.domains.sql_variants import derived_variants, result_key
+from flywheel.domains.sqlite_guard import GuardedDatabase, SqlInputError
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "sql.py").read_text()
+GUARD = (Path(__file__).resolve().parent / "sqlite_guard.py").read_text()  # the harness imports it
 REPORT_MARKER = "FLYWHEEL-SQL "  # starts the harness's report line; the verifier looks for it
 _BLOCK = re.compile(r"```(?:sql|sqlite)?[ \t]*\n(.*?)```", re.S | re.I)
 
@@ -32,22 +38,62 @@ def is_ordered(task: dict) -> bool:
     return bool(re.search(r"\border\s+by\b[^()]*$", task["reference_query"], re.I | re.S))
 
 
+def fixtures_of(task: dict) -> list[str]:
+    """The databases a response is run on: the visible fixture, then the hidden ones (the
+    task's own, or else variants derived from the fixture). Refused SQL raises SqlInputError."""
+    hidden = task.get("hidden_fixtures") or derived_variants(
+        task["fixture"], task["reference_query"], is_ordered(task))
+    return [task["fixture"], *hidden]
+
+
+def sql_problems(task: dict) -> list[str]:
+    """Why the task's SQL cannot be used, field by field: each fixture must load under the
+    guard and the reference query run on it (read-only)."""
+    hidden = task.get("hidden_fixtures") or []
+    if not isinstance(hidden, list) or not all(isinstance(h, str) for h in hidden):
+        return ["field `hidden_fixtures` must be a list of SQL scripts"]
+    for field in ("fixture", "reference_query"):
+        if not (isinstance(task[field], str) and task[field].strip()):
+            return [f"field `{field}` must be a non-empty SQL string"]
+    problems = []
+    labelled = [("field `fixture`", task["fixture"])]
+    labelled += [(f"field `hidden_fixtures`: item {i}", h) for i, h in enumerate(hidden, 1)]
+    for label, script in labelled:
+        try:
+            with GuardedDatabase(script) as db:
+                try:
+                    db.query(task["reference_query"])
+                except SqlInputError as e:
+                    problems.append(f"field `reference_query` (on {label[6:]}): {e}")
+        except SqlInputError as e:
+            problems.append(f"{label}: {e}")
+    if not problems and not hidden:
+        fixtures_of(task)  # derives the variants now (cached), while the task is being read
+    return problems
+
+
 class SqlDomain(Domain):
     verifier = "sql_result"
     report_marker = REPORT_MARKER
-    sandbox = SandboxNeeds(language="sql (sqlite3)", files=("harness.py",))
+    sandbox = SandboxNeeds(language="sql (sqlite3)", files=("harness.py", "sqlite_guard.py"))
     required_fields = ("task_id", "prompt", "fixture", "reference_query")
     max_new_tokens = 32
+
+    def validate_task(self, task: dict) -> list[str]:
+        return super().validate_task(task) or sql_problems(task)
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return f"```sql\n{task['reference_query']}\n```"
 
     def program(self, task: dict, response: str, marker: str = REPORT_MARKER) -> dict:
-        plan = {"fixtures": [task["fixture"], *task.get("hidden_fixtures", [])],
-                "query": query_of(response), "max_rows": 10_000, "budget_s": 1.2,
-                "marker": marker}
-        return {"files": {"harness.py": HARNESS}, "command": ["python", "harness.py"],
-                "stdin": json.dumps(plan), "limits": self.sandbox.limits()}
+        fixtures = fixtures_of(task)
+        plan = {"fixtures": fixtures, "query": query_of(response), "max_rows": 10_000,
+                "budget_s": 1.2, "load_budget_s": 1.0, "marker": marker}
+        # Each further fixture loads in the sandbox too: a quarter second more per database.
+        limits = {**self.sandbox.limits(),
+                  "timeout_s": self.sandbox.timeout_s + 0.25 * (len(fixtures) - 1)}
+        return {"files": {"harness.py": HARNESS, "sqlite_guard.py": GUARD},
+                "command": ["python", "harness.py"], "stdin": json.dumps(plan), "limits": limits}
 
 
 @register_domain
@@ -101,5 +147,22 @@ class ShopSql(SqlDomain):
         question, reference = rng.choice(QUESTIONS)
         fixture = _fixture(rng)
         prompt = (f"SQLite database:\n{fixture}\n\nWrite one SQL query that answers: {question}")
-        return {"prompt": prompt, "fixture": fixture, "hidden_fixtures": [_fixture(rng)],
+        return {"prompt": prompt, "fixture": fixture, "hidden_fixtures": [_hidden(fixture, reference, rng)],
                 "reference_query": reference, "answer": reference}
+
+
+def _answer(fixture: str, reference: str) -> tuple:
+    with GuardedDatabase(fixture) as db:
+        result = db.query(reference)
+    return result_key(len(result.columns), result.rows, is_ordered({"reference_query": reference}))
+
+
+def _hidden(fixture: str, reference: str, rng: random.Random) -> str:
+    """Another draw of the database on which the question has another answer: a hidden case
+    passed by the visible answer, hard-coded (a count that happens to repeat), proves nothing."""
+    visible = _answer(fixture, reference)
+    for _ in range(50):
+        hidden = _fixture(rng)
+        if _answer(hidden, reference) != visible:
+            return hidden
+    raise RuntimeError(f"no database with another answer to {reference!r} in 50 draws")

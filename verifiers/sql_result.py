@@ -1,56 +1,46 @@
 """The `sql_result` verifier: compare the query's result sets with the reference query's.
 
-The sandbox harness (domains/harnesses/sql.py) ran the response's query on every fixture; the
-expected rows come from running the task's reference query here, on the same fixture scripts, in
-a trusted in-memory SQLite. Rows are compared as multisets unless the task is ordered; numbers
-compare by value (1 == 1.0) to 6 decimals; column names do not matter, column order does.
+The sandbox harness (domains/harnesses/sql.py) ran the response's query on every fixture (the
+visible one, then the hidden ones: the task's own or variants derived from its fixture); the
+expected rows come from running the task's reference query here, on the same fixture scripts,
+under the guard (in memory, no files, a deadline). Rows are compared as multisets unless the task
+is ordered; numbers compare by value (1 == 1.0) to 6 decimals; column names do not matter, column
+order does. A query that reads no table of the database (`SELECT 2`, literal rows, a CTE of
+literals) has not computed its answer from the data: flagged `reads_no_table`, it earns 0.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-from flywheel.domains.sql_query import REPORT_MARKER, is_ordered
+from flywheel.domains.sql_query import REPORT_MARKER, fixtures_of, is_ordered
+from flywheel.domains.sql_variants import result_key
+from flywheel.domains.sqlite_guard import MAX_ROWS, GuardedDatabase
 from flywheel.verifiers import Verdict, register_verifier
 from flywheel.verifiers.scoring import harness_report, score_cases
-
 
 
 @lru_cache(maxsize=1024)
 def expected_result(fixture: str, query: str) -> tuple[int, list[tuple]]:
     """(column count, rows) of the reference query on one fixture."""
-    db = sqlite3.connect(":memory:")
-    try:
-        db.executescript(fixture)
-        cursor = db.execute(query)
-        return len(cursor.description or ()), [tuple(row) for row in cursor.fetchall()]
-    finally:
-        db.close()
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)):
-        return round(float(value), 6) + 0.0  # + 0.0: -0.0 == 0.0 and both sort alike
-    return repr(value)  # encoded bytes / non-finite floats: compared as given
+    with GuardedDatabase(fixture) as db:
+        result = db.query(query, MAX_ROWS)
+    if result.truncated:
+        raise ValueError(f"the reference query returns more than {MAX_ROWS} rows")
+    return len(result.columns), result.rows
 
 
 def same_rows(got: list, want: list[tuple], ordered: bool, width: int) -> bool:
     """The rows match, and every row has the reference's `width` columns."""
-    got = [tuple(_cell(v) for v in row) for row in got]
-    want = [tuple(_cell(v) for v in row) for row in want]
     if any(len(row) != width for row in got):
         return False
-    return got == want if ordered else Counter(map(repr, got)) == Counter(map(repr, want))
+    return result_key(width, got, ordered) == result_key(width, want, ordered)
 
 
-@register_verifier("sql_result", "1")
+@register_verifier("sql_result", "2")
 def sql_result(task: dict, response: str, execution: Any = None) -> Verdict:
-    fixtures = [task["fixture"], *task.get("hidden_fixtures", [])]
+    fixtures = fixtures_of(task)
     names = ["visible_0"] + [f"hidden_{i}" for i in range(len(fixtures) - 1)]
     wants = [expected_result(f, task["reference_query"]) for f in fixtures]
     report, problem, flags = harness_report(execution, REPORT_MARKER)
@@ -59,6 +49,8 @@ def sql_result(task: dict, response: str, execution: Any = None) -> Verdict:
     got = report.get("results") or []
     if len(got) != len(fixtures):
         raise ValueError(f"the harness reported {len(got)} results for {len(fixtures)} fixtures")
+    if any(r.get("error") is None and not r.get("tables") for r in got):
+        flags = [*flags, "reads_no_table"]  # the answer was not computed from the database
     ordered = is_ordered(task)
     # The column count is checked apart from the rows, so that on a fixture whose reference
     # result is empty, a query that returns nothing of the wrong shape (`SELECT 1 WHERE 0`) fails.

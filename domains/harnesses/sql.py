@@ -1,17 +1,20 @@
 """Sandbox side of the `sql_result` verifier; runs as `python -I harness.py` with the plan on stdin.
 
-Loads each fixture into a fresh in-memory SQLite database, switches it to read-only, and runs the
-response's query there (one statement; ATTACH, PRAGMA and writes denied; a time budget). Prints one
-report line (the plan's `marker`, then JSON), with each fixture's columns and rows. The query is SQL, not
-Python, so it has no way to write to stdout: the report is the harness's own. Standard library only.
+Loads each fixture into a fresh in-memory SQLite database under the guard that the trusted side
+uses too (sqlite_guard.py, shipped beside this file: no ATTACH, no file, a deadline, even under a
+backend that isolates nothing), then runs the response's query there read-only (one statement;
+ATTACH, PRAGMA and writes denied; a time budget). Prints one report line (the plan's `marker`,
+then JSON), with each fixture's columns, rows and the database tables the query read. The query
+is SQL, not Python, so it has no way to write to stdout: the report is the harness's own.
+Standard library only.
 """
 
 import json
-import sqlite3
+import os
 import sys
-import time
 
-_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, 33}  # 33: RECURSIVE (CTE)
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # -I leaves our own folder out
+from sqlite_guard import GuardedDatabase, SqlInputError  # noqa: E402
 
 
 def _cell(value):
@@ -24,22 +27,20 @@ def _cell(value):
     return value
 
 
-def run(fixture, query, max_rows, budget_s):
-    db = sqlite3.connect(":memory:")
+def run(fixture, query, max_rows, budget_s, load_budget_s):
+    failed = {"columns": [], "rows": [], "truncated": False, "tables": []}
     try:
-        db.executescript(fixture)
-        db.execute("PRAGMA query_only = ON")
-        db.set_authorizer(lambda action, *args: sqlite3.SQLITE_OK if action in _ALLOWED
-                          else sqlite3.SQLITE_DENY)
-        deadline = time.monotonic() + budget_s
-        db.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-        cursor = db.execute(query)
-        rows = cursor.fetchmany(max_rows + 1)
-        return {"columns": [d[0] for d in cursor.description or []],
-                "rows": [[_cell(v) for v in row] for row in rows[:max_rows]],
-                "truncated": len(rows) > max_rows, "error": None}
-    except (sqlite3.Error, sqlite3.Warning, ValueError, OverflowError, MemoryError) as e:
-        return {"columns": [], "rows": [], "truncated": False, "error": f"{type(e).__name__}: {e}"}
+        db = GuardedDatabase(fixture, budget_s=load_budget_s)
+    except SqlInputError as e:
+        return {**failed, "error": f"fixture: {e}"}
+    try:
+        result = db.query(query, max_rows, budget_s)
+        return {"columns": result.columns, "rows": [[_cell(v) for v in row] for row in result.rows],
+                "truncated": result.truncated, "tables": result.tables, "error": None}
+    except SqlInputError as e:
+        return {**failed, "error": str(e)}
+    except MemoryError:
+        return {**failed, "error": "MemoryError"}
     finally:
         db.close()
 
@@ -47,7 +48,8 @@ def run(fixture, query, max_rows, budget_s):
 def main():
     plan = json.loads(sys.stdin.read())
     budget = plan["budget_s"] / max(1, len(plan["fixtures"]))
-    results = [run(f, plan["query"], plan["max_rows"], budget) for f in plan["fixtures"]]
+    load_budget = plan.get("load_budget_s", 5.0)
+    results = [run(f, plan["query"], plan["max_rows"], budget, load_budget) for f in plan["fixtures"]]
     sys.stdout.write(plan["marker"] + json.dumps({"results": results}) + "\n")
 
 
