@@ -10,7 +10,9 @@
 
 A Spider-like row's database is SQL text (`fixture`, `schema`, `db_schema` or `context`), or a
 local SQLite file: `db_path`/`database`, or Spider's own layout, `database/<db_id>/<db_id>.sqlite`
-beside the task file. Each format turns a row into its domain's task fields (`to_task`); a row
+beside the task file. Task files are untrusted: a file a row names must lie inside the task
+file's own folder (task_paths.py: no absolute path, no `..` or symlink out), and its database is
+read into a guarded in-memory SQLite (sqlite_guard.py), never opened by SQLite on disk. Each format turns a row into its domain's task fields (`to_task`); a row
 without `task_id` gets one from a hash of its content, the same on every read. The formats'
 identifying fields do not overlap, so at most one matches a row.
 """
@@ -21,12 +23,15 @@ import hashlib
 import json
 import os
 import re
-import sqlite3
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from flywheel.domains.math_answer import INSTRUCTION as MATH_INSTRUCTION
+from flywheel.domains.sql_dump import schema_text, script, snapshot
+from flywheel.domains.sqlite_guard import MAX_BYTES, GuardedDatabase, SqlInputError
+from flywheel.domains.task_paths import inside_folder
 from flywheel.registry import Registry
 
 
@@ -153,35 +158,44 @@ def _spider_check(row: dict) -> str | None:
 
 
 def _sqlite_file(row: dict, folder: str) -> str:
+    """The real path of the row's SQLite file, which must lie inside the task file's folder."""
     for name in SQL_FILE_FIELDS:
         if row.get(name):
-            path = str(row[name])
-            return path if os.path.isabs(path) or "://" in path else os.path.join(folder, path)
+            return inside_folder(folder, str(row[name]), name)
     db_id = str(row["db_id"])
-    return os.path.join(folder, "database", db_id, f"{db_id}.sqlite")
+    return inside_folder(folder, os.path.join("database", db_id, f"{db_id}.sqlite"), "db_id")
 
 
-def _dump_sqlite(path: str) -> tuple[str, str]:
-    """(CREATE statements, the whole database as an SQL script) of a local SQLite file."""
-    if "://" in path or not os.path.isfile(path):
-        raise FormatError(f"the SQLite database {path} is not a local file (give the database as "
-                          f"SQL text in `fixture` instead)")
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+def _dump_sqlite(path: str, field: str) -> tuple[str, str]:
+    """(CREATE statements, the whole database as an SQL script) of a local SQLite file. SQLite
+    never opens the file: its bytes are read (no symlink as the last step, a regular file, at
+    most MAX_BYTES) and deserialized into a guarded in-memory database."""
     try:
-        schema = [sql for (sql,) in con.execute(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL")]
-        script = "\n".join(con.iterdump())
-    except sqlite3.Error as e:
-        raise FormatError(f"cannot read the SQLite database {path}: {e}") from e
-    finally:
-        con.close()
-    return ";\n".join(schema) + ";", script
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise FormatError(f"the SQLite database {path} is not a local file (field `{field}`: "
+                          f"{e.strerror}; give the database as SQL text in `fixture` instead)") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise FormatError(f"field `{field}`: {path} is not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise FormatError(f"field `{field}`: the SQLite database {path} is {info.st_size} "
+                              f"bytes; at most {MAX_BYTES} are read")
+        image = f.read(MAX_BYTES + 1)
+    try:
+        with GuardedDatabase(image=image) as db:
+            snap = snapshot(db)
+    except SqlInputError as e:
+        raise FormatError(f"field `{field}`: cannot read the SQLite database {path}: {e}") from None
+    return schema_text(snap), script(snap)
 
 
 @task_format("spider", "Spider-like SQL", "sql", ("question", "query"), _spider_check)
 def _spider(row: dict, folder: str) -> dict:
     text = next((row[f] for f in SQL_TEXT_FIELDS if row.get(f)), None)
-    shown, fixture = (text, text) if text else _dump_sqlite(_sqlite_file(row, folder))
+    field = next((f for f in (*SQL_FILE_FIELDS, "db_id") if row.get(f)), "db_id")
+    shown, fixture = (text, text) if text else _dump_sqlite(_sqlite_file(row, folder), field)
     task = {k: v for k, v in row.items() if k not in ("question", "query", *SQL_TEXT_FIELDS)}
     return {**task, "task_id": _task_id(row, "spider", "question", "query", "db_id"),
             "prompt": f"SQLite database:\n{shown}\n\nWrite one SQL query that answers: "
