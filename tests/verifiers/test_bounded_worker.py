@@ -132,3 +132,28 @@ def test_a_worker_started_by_a_thread_that_ended_still_verifies():
         starter.join()
         outcome = worker.run(verifier, task, f"\\boxed{{{task['answer']}}}")
         assert outcome.verdict is not None and outcome.verdict.verdict == "pass"
+
+
+@register_verifier("test_bounded_reads_output", "1")
+def _reads_output(task, response, execution=None):
+    """Breaks on what the response's code printed, never on the response text: a verifier the
+    probe must not be fooled by (it would break on the same output whatever the response)."""
+    if execution is not None and "boom" in execution.stdout:
+        raise RecursionError("the printed value nests too deeply")
+    return Verdict(float(response == task["answer"]), "pass" if response == task["answer"] else "fail")
+
+
+def test_the_blame_probe_never_reuses_the_attempts_execution(bounded):
+    """An execution is the response's to shape: one that breaks the verifier is the model's
+    fault, even though a blank response with that same execution would break it too."""
+    from flywheel.sandbox import ExecResult
+    from flywheel.transforms import verify
+    reads_output = get_verifier("test_bounded_reads_output")
+    printed = ExecResult(0, "boom\n", "", False, False, None, 1.0, 1.0, "local")
+    attempt = math_attempt("anything").replace(task={"answer": "a"}, execution=printed)
+    outcome = bounded.run(reads_output, attempt.task, attempt.response, printed)
+    assert outcome.verdict is None and outcome.failure == "RecursionError"
+    assert verify._blame(bounded, reads_output, attempt, outcome) == "model"
+    probe = verify.blank_execution(printed)
+    assert (probe.stdout, probe.stderr, probe.exit_code, probe.kill_reason) == ("", "", 0, None)
+    assert verify.blank_execution(None) is None
