@@ -140,9 +140,10 @@ class GuardedDatabase:
     def _input_error(self, e: BaseException) -> SqlInputError:
         if isinstance(e, sqlite3.OperationalError) and str(e) == "interrupted":
             return SqlInputError(f"took longer than {self.budget_s:g} s (stopped)")
-        if isinstance(e, sqlite3.DatabaseError) and "not authorized" in str(e):
-            return SqlInputError(f"{e} (ATTACH, file access, extensions and most PRAGMAs are "
-                                 f"refused; a query may only read)")
+        if isinstance(e, sqlite3.DatabaseError) and str(e) in ("not authorized",
+                                                               "authorization denied"):
+            return SqlInputError("not authorized (ATTACH, VACUUM, file access, extensions and "
+                                 "most PRAGMAs are refused; a query may only read)")
         return SqlInputError(f"{type(e).__name__}: {e}")
 
     def execute_script(self, script: str) -> None:

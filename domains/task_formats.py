@@ -175,14 +175,17 @@ def _dump_sqlite(path: str, field: str) -> tuple[str, str]:
     except OSError as e:
         raise FormatError(f"the SQLite database {path} is not a local file (field `{field}`: "
                           f"{e.strerror}; give the database as SQL text in `fixture` instead)") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise FormatError(f"field `{field}`: {path} is not a regular file")
         if info.st_size > MAX_BYTES:
             raise FormatError(f"field `{field}`: the SQLite database {path} is {info.st_size} "
                               f"bytes; at most {MAX_BYTES} are read")
-        image = f.read(MAX_BYTES + 1)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            image = f.read(MAX_BYTES + 1)
+    finally:
+        os.close(fd)
     try:
         with GuardedDatabase(image=image) as db:
             snap = snapshot(db)
