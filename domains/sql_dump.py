@@ -22,7 +22,12 @@ class TableData:
     name: str
     columns: tuple[str, ...]          # the columns an INSERT gives (generated ones left out)
     rows: tuple[tuple, ...]
-    keys: frozenset[str]              # lower-cased names of key columns: primary, foreign, `*id`
+    primary: frozenset[str] = frozenset()  # lower-cased: the primary key, columns keys point at
+    foreign: frozenset[str] = frozenset()  # lower-cased: foreign keys, other names ending in `id`
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return self.primary | self.foreign
 
 
 @dataclass(frozen=True)
@@ -47,11 +52,12 @@ def snapshot(db: GuardedDatabase) -> Snapshot:
     for name in names:
         info = db.pragma("table_xinfo", name)  # cid, name, type, notnull, default, pk, hidden
         columns = tuple(c[1] for c in info if c[6] == 0)
-        keys = {c[1].lower() for c in info if c[5]}
-        keys |= {str(fk[3]).lower() for fk in db.pragma("foreign_key_list", name)}
-        keys |= {c.lower() for c in columns if c.lower().endswith("id")
-                 or (name.lower(), c.lower()) in referenced}
-        tables.append(TableData(name, columns, tuple(db.rows(name, list(columns))), frozenset(keys)))
+        primary = {c[1].lower() for c in info if c[5]}
+        primary |= {c.lower() for c in columns if (name.lower(), c.lower()) in referenced}
+        foreign = {str(fk[3]).lower() for fk in db.pragma("foreign_key_list", name)}
+        foreign |= {c.lower() for c in columns if c.lower().endswith("id")} - primary
+        tables.append(TableData(name, columns, tuple(db.rows(name, list(columns))),
+                                frozenset(primary), frozenset(foreign - primary)))
     return Snapshot(tuple(db.schema()), tuple(tables))
 
 
