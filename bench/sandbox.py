@@ -1,14 +1,17 @@
 """Sandbox throughput: attempts/s per backend, side by side with a bare `subprocess` Python.
 
     python bench/sandbox.py [--attempts 60] [--rounds 5] [--docker] [--docker-host unix:///path/docker.sock]
+                            [--remote-url LABEL=URL ...]
 
 Two tasks: `print(1)`, and a small test-running task (a solution and three unittest cases, run
 with `python -m unittest`). Backends: bare subprocess (no isolation at all: the baseline), `local`
 cold (one bwrap per attempt), `local` warm pool, the same pool behind a sandbox service on
-loopback (`remote`; --no-remote skips it), and with --docker the `docker` backend (a private
-dockerd is started, and stopped, unless --docker-host names one). Each row gives attempts/s with
-one worker, the ratio to bare subprocess, attempts/s with 2 concurrent workers, and the CPU time
-the whole machine spent per `print(1)` attempt (all processes and kernel threads, from
+loopback (`remote`; --no-remote skips it; $FLYWHEEL_SANDBOX_TOKEN, when set, is required by that
+service and sent by its client), services already running elsewhere (--remote-url: say another
+version of the service, side by side in one run), and with --docker the `docker` backend (a
+private dockerd is started, and stopped, unless --docker-host names one). Each row gives
+attempts/s with one worker, the ratio to bare subprocess, attempts/s with 2 concurrent workers,
+and the CPU time the whole machine spent per `print(1)` attempt (all processes and kernel threads, from
 /proc/stat) with 1 and with 2 workers: where one worker already keeps more than one core busy
 (the warm pool prepares the next attempt while one runs), 2 workers cannot double on 2 cores,
 and an unchanged CPU per attempt is what says that they scale with the cores there are. A
@@ -98,6 +101,9 @@ def main() -> None:
     p.add_argument("--docker-host", default=None)
     p.add_argument("--no-remote", action="store_true",
                    help="skip `remote`: the warm pool behind `flywheel sandbox serve` on loopback")
+    p.add_argument("--remote-url", action="append", default=[], metavar="LABEL=URL",
+                   help="also bench `remote` against a sandbox service already running at URL "
+                        "(a row named `remote LABEL`; the token from $FLYWHEEL_SANDBOX_TOKEN)")
     p.add_argument("--one-core", default=None, help=argparse.SUPPRESS)  # internal: see pinned_rate
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -123,6 +129,9 @@ def main() -> None:
                                     "--port", "0", "--capacity", "4"], stdout=subprocess.PIPE, text=True)
         remote_url = service.stdout.readline().split(" at ")[1].split()[0]
         makers.append(("remote (loopback) warm pool", lambda: get_backend("remote", urls=remote_url), 1))
+    for item in args.remote_url:
+        label, url = item.split("=", 1)
+        makers.append((f"remote {label}", lambda url=url: get_backend("remote", urls=url), 1))
     if args.docker:
         url = args.docker_host
         if url is None:

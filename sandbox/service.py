@@ -45,6 +45,7 @@ class SandboxService(ThreadingHTTPServer):
     most `limits.max_connections` connections."""
 
     daemon_threads = True
+    request_queue_size = 128  # the listen backlog: socketserver's 5 drops a burst's SYNs (1 s resends)
 
     def __init__(self, backend: SandboxBackend, host: str = "127.0.0.1", port: int = 0,
                  token: str | None = None, capacity: int = 8, limits: ServiceLimits = ServiceLimits()):
