@@ -21,6 +21,7 @@ from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
 from flywheel.domains.episodes import TurnLimits
+from flywheel.domains.registry import get_domain
 from flywheel.transforms.episodes import Episodes, is_multi_turn, turn_stages
 from flywheel.transforms.expand import Expand
 from flywheel.transforms.filters import FilterTrajectories
@@ -46,11 +47,14 @@ class IterationSpec:
 def task_ranges(config: RunConfig, iteration: int) -> list[TaskRange]:
     """Iteration k trains on fresh task indices [k*T, (k+1)*T); held-out tasks are always 0..H-1.
 
-    One range per domain and split, however many tasks: the workers expand the indices."""
+    One range per domain and split, however many tasks: the workers expand the indices. A domain
+    that only holds the user's task files (`python_tests`, `sql`, `shell`: no tasks of its own)
+    gets none: its tasks come from --tasks."""
     r = config.rollout
     start = iteration * r.tasks_per_domain
-    ranges = [TaskRange(d, "train", start, start + r.tasks_per_domain) for d in r.domains]
-    ranges += [TaskRange(d, "heldout", 0, r.heldout_per_domain) for d in r.domains]
+    generating = [d for d in r.domains if get_domain(d).task_count() != 0]  # not files-only ones
+    ranges = [TaskRange(d, "train", start, start + r.tasks_per_domain) for d in generating]
+    ranges += [TaskRange(d, "heldout", 0, r.heldout_per_domain) for d in generating]
     return [t for t in ranges if t.stop > t.start]
 
 
