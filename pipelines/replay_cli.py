@@ -5,8 +5,16 @@
 Each turn's recorded action is parsed again, its tool run from the state the replay has reached,
 and the new observation (cut as the run cut it) printed beside the recorded one. The exit status
 is 0 when every observation matches, 1 when one differs (the environment is not deterministic
-for this task, or the record does not describe what ran), 2 when the trajectory cannot be found.
-The task comes from its domain's generator (the run's seed) or from the run's task files.
+for this task, or the record does not describe what ran), 2 when the trajectory cannot be found
+or the run's sandbox backend needs your say-so. The task comes from its domain's generator (the
+run's seed) or from the run's task files.
+
+A run directory may come from someone else, and what it records is model output. It chooses the
+sandbox only among backends that isolate that code on this machine (RUN_MAY_CHOOSE); for any
+other (`unsafe-subprocess` isolates nothing; `remote` sends the episode, and your sandbox token,
+to the servers the run names; a plugin this list does not know) the replay runs nothing until
+the backend is named on the command line: `--sandbox local` to replay isolated, or `--sandbox
+unsafe-subprocess` to accept what the run chose.
 """
 
 from __future__ import annotations
@@ -22,6 +30,12 @@ if TYPE_CHECKING:  # Beam is imported when a replay runs, not for `flywheel --he
 
 _GENERATED = re.compile(r"^(?P<domain>.+)-(?P<split>train|heldout)-(?P<index>\d+)$")
 
+# The backends a run directory may choose by itself: each runs the code isolated on this machine.
+RUN_MAY_CHOOSE = ("local", "docker")
+_WHY_NOT = {"unsafe-subprocess": "isolates nothing (the code would see this machine's files, "
+                                 "network and processes)",
+            "remote": "sends the episode, and your sandbox token, to servers the run names"}
+
 
 class ReplayError(ValueError):
     """The trajectory or its task cannot be found; the message says what was looked for."""
@@ -32,7 +46,32 @@ def add_parser(sub) -> None:
                                       "check each observation against the record")
     p.add_argument("--run-dir", required=True, help="the run (local path or gs://...)")
     p.add_argument("trajectory", metavar="TRAJECTORY_ID", help="ITERATION/TASK_ID/SAMPLE_INDEX")
-    p.add_argument("--sandbox", default=None, help="sandbox backend (default: the run's)")
+    p.add_argument("--sandbox", default=None,
+                   help="sandbox backend (default: the run's, if it is one of "
+                        f"{', '.join(RUN_MAY_CHOOSE)}; any other must be named here)")
+    p.add_argument("--sandbox-options", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the --sandbox backend (repeatable)")
+
+
+def run_backend(args, rollout) -> tuple[str, dict]:
+    """(backend name, options) to replay with: the command line's, else the run's when the run
+    may choose it (RUN_MAY_CHOOSE); else ReplayError saying how to name one."""
+    from flywheel.pipelines.option_items import parse_options
+    if args.sandbox:
+        try:
+            return args.sandbox, parse_options(tuple(args.sandbox_options), "--sandbox-options")
+        except ValueError as e:
+            raise ReplayError(str(e)) from None
+    if args.sandbox_options:
+        raise ReplayError("--sandbox-options needs --sandbox: options of which backend?")
+    name = rollout.sandbox
+    if name not in RUN_MAY_CHOOSE:
+        why = _WHY_NOT.get(name, "is not known to isolate the code it runs")
+        raise ReplayError(
+            f"the run's sandbox backend {name!r} {why}; this run directory cannot choose it for "
+            f"you. Replay isolated with --sandbox local, or name the run's backend yourself if "
+            f"you trust this run and what its policy wrote: --sandbox {name}")
+    return name, parse_options(rollout.sandbox_options)
 
 
 def parse_id(text: str) -> tuple[int, str, int]:
@@ -92,7 +131,6 @@ def replay_turns(task: dict, turns: list[dict], backend, observation_chars: int)
 
 def run(args, console) -> int:
     from flywheel.pipelines.config import RunConfig
-    from flywheel.pipelines.option_items import parse_options
     from flywheel.sandbox import get_backend
     from flywheel.pipelines.layout import RunLayout
     layout = RunLayout(args.run_dir)
@@ -101,6 +139,7 @@ def run(args, console) -> int:
         if not layout.exists(layout.run_json):
             raise ReplayError(f"no run at {args.run_dir} (no run.json)")
         config = RunConfig.from_dict(layout.read_json(layout.run_json)["config"])
+        backend_name, backend_options = run_backend(args, config.rollout)
         row = find_row(layout, iteration, task_id, sample)
         if row["episode_end"] is None:
             raise ReplayError(f"{args.trajectory} is a single-turn attempt: nothing to replay")
@@ -109,8 +148,7 @@ def run(args, console) -> int:
         console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         return 2
     r = config.rollout
-    backend = get_backend(args.sandbox or r.sandbox,
-                          **(parse_options(r.sandbox_options) if not args.sandbox else {}))
+    backend = get_backend(backend_name, **backend_options)
     differ = 0
     try:
         for number, tool, recorded, replayed in replay_turns(task, row["turns"], backend,

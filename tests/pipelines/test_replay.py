@@ -57,3 +57,36 @@ def test_unknown_trajectory_and_bad_id_exit_2(run_dir):
     assert missing.returncode == 2 and "no trajectory 0/fix_function-train-999999/0" in missing.stdout
     bad = flywheel("replay", "--run-dir", str(run_dir), "task-without-iteration")
     assert bad.returncode == 2 and "is not ITERATION/TASK_ID/SAMPLE_INDEX" in bad.stdout
+
+
+def run_dir_naming(run_dir, tmp_path, sandbox, options=()):
+    """A copy of the run whose run.json says it ran on `sandbox` (as another person's run might)."""
+    import json
+    import shutil
+    copy = tmp_path / f"run-{sandbox}"
+    shutil.copytree(run_dir, copy)
+    run_json = json.loads((copy / "run.json").read_text())
+    run_json["config"]["rollout"].update(sandbox=sandbox, sandbox_options=list(options))
+    (copy / "run.json").write_text(json.dumps(run_json))
+    return copy
+
+
+def test_a_run_dir_cannot_choose_an_unisolated_backend(run_dir, tmp_path):
+    """A run that names `unsafe-subprocess` (or `remote`, or a backend replay does not know) is
+    not replayed on it: exit 2 before any sandbox starts, and the message says how to choose."""
+    row = max(RunLayout(str(run_dir)).read_table("trajectories").to_pylist(), key=lambda r: len(r["turns"]))
+    trajectory = f"{row['iteration']}/{row['task_id']}/{row['sample_index']}"
+    copies = {}
+    for sandbox, options in [("unsafe-subprocess", ()), ("remote", ("urls=http://127.0.0.1:9",)),
+                             ("no-such-backend", ())]:
+        copy = copies[sandbox] = run_dir_naming(run_dir, tmp_path, sandbox, options)
+        refused = flywheel("replay", "--run-dir", str(copy), trajectory)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert f"the run's sandbox backend '{sandbox}'" in refused.stdout
+        assert "--sandbox local" in refused.stdout and f"--sandbox {sandbox}" in refused.stdout
+        assert "turn 1" not in refused.stdout and "isolates nothing (host files" not in refused.stderr
+    # Named on the command line, the isolated backend replays the same run.
+    chosen = flywheel("replay", "--run-dir", str(copies["unsafe-subprocess"]), trajectory,
+                      "--sandbox", "local")
+    assert chosen.returncode == 0 and f"{len(row['turns'])} turns, 0 differ" in chosen.stdout, chosen.stdout
+    assert "isolates nothing" not in chosen.stderr
