@@ -12,8 +12,8 @@ always a 200 result, so the model-vs-environment line is the backend's own.
 
 Every request passes the same gate, from its headers alone, before a byte of its body is read:
 the bearer token (401, on every path and method, known or not), then its framing (a
-Transfer-Encoding, a duplicated or non-decimal Content-Length: 411/400; POST /run without one:
-411; over `max_body`: 413), then its endpoint (404, 405). A refused request's connection is
+Transfer-Encoding, a duplicated or non-decimal Content-Length, a header line that did not parse:
+411/400; POST /run without a length: 411; over `max_body`: 413), then its endpoint (404, 405). A refused request's connection is
 closed, so an unread body is never taken for the next request. Connections, and the time each
 phase of a request may take, are bounded too (sandbox/service_limits.py); a service beyond
 loopback without a token is refused (sandbox/service_token.py).
@@ -163,7 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.length = self._gate()
         except Refused as refused:
             self.close_connection = True
-            self.unread_body = bool(self.headers.get("Transfer-Encoding")) or any(
+            self.unread_body = bool(self.headers.defects or self.headers.get("Transfer-Encoding")) or any(
                 value.strip() != "0" for value in self.headers.get_all("Content-Length") or [])
             self._reply(refused.status, {"error": refused.message}, refused.headers)
             return False
@@ -173,8 +173,7 @@ class _Handler(BaseHTTPRequestHandler):
         """The body's length, once headers alone show the request may be served; else Refused."""
         if not bearer_matches(self.server.token, self.headers.get_all("Authorization") or []):
             raise Refused(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-        length = content_length(self.headers.get_all("Content-Length") or [],
-                                self.headers.get_all("Transfer-Encoding") or [])
+        length = content_length(self.headers)
         method = ENDPOINTS.get(self.path)
         if method is None:
             raise Refused(404, f"no such endpoint {self.path[:200]}")

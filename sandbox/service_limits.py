@@ -23,6 +23,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass
+from email.message import Message
 
 MAX_BODY = 64 << 20  # = the default work dir (Limits.disk_mb): bigger files could not be written
 _LENGTH = re.compile(r"[0-9]{1,18}")  # plain decimal: int() would also take "+5", "5_0", "٥"
@@ -34,8 +35,8 @@ class ServiceLimits:
 
     max_body: int = MAX_BODY
     max_connections: int = 256       # threads; more connections are answered 503 and closed
-    idle_timeout_s: float = 60.0     # a kept-alive connection waiting for its next request
-    read_timeout_s: float = 20.0     # request line and headers, in all; the body's allowance
+    idle_timeout_s: float = 15.0     # a kept-alive connection waiting for its next request
+    read_timeout_s: float = 10.0     # request line and headers, in all; the body's allowance
     min_body_rate: int = 1 << 20     # bytes/s a body must average beyond read_timeout_s
     write_timeout_s: float = 30.0    # a reply the client does not read
 
@@ -57,13 +58,18 @@ class Refused(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-def content_length(values: list[str], transfer_encoding: list[str]) -> int | None:
-    """A request's body length from its headers, None when it declares none; Refused for any
-    Transfer-Encoding (411: a chunked body has no length to check before reading it), more than
-    one Content-Length (400: two parsers could disagree on where the body ends), or one that is
-    not a plain decimal (400: "-1" or "abc" must not mean "read until the client closes")."""
-    if transfer_encoding:
+def content_length(headers: Message) -> int | None:
+    """A request's body length from its headers, None when it declares none; Refused for a
+    header line that did not parse or was folded (400: such a line is dropped or merged, so a
+    Content-Length in it would be read by one parser and not another), any Transfer-Encoding
+    (411: a chunked body has no length to check before reading it), more than one
+    Content-Length (400: where the body ends must not depend on which one is read), or one that
+    is not a plain decimal (400: "-1" or "abc" must not mean "read until the client closes")."""
+    if headers.defects or any("\n" in value for value in headers.values()):
+        raise Refused(400, "malformed or folded header line")
+    if headers.get_all("Transfer-Encoding"):
         raise Refused(411, "Transfer-Encoding is not accepted: send the body with a Content-Length")
+    values = headers.get_all("Content-Length") or []
     if len(values) > 1:
         raise Refused(400, "more than one Content-Length")
     if not values:

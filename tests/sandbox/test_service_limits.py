@@ -105,7 +105,7 @@ BAD_AUTH = ["", "Authorization: Bearer wrong\r\n", "Authorization: Bearer \r\n",
             f"Authorization: Bearer {TOKEN}x\r\n", f"Authorization: bearer{TOKEN}\r\n",
             f"Authorization: Bearer wrong\r\n{AUTH}", f"{AUTH}{AUTH}"]  # two headers: never guessed
 BODY_SHAPES = ["Content-Length: 1000000000\r\n", "Content-Length: -1\r\n", "Content-Length: abc\r\n",
-               "Transfer-Encoding: chunked\r\n", ""]
+               "Transfer-Encoding: chunked\r\n", "Content-Length : 1000000000\r\n", ""]
 
 
 @pytest.mark.parametrize("method", ["POST", "GET", "PUT", "DELETE", "HEAD", "BREW"])
@@ -128,6 +128,8 @@ FRAMINGS = {  # each is refused, whatever the path, from the headers alone
     "Content-Length: 5\r\nContent-Length: 5\r\n": 400, "Content-Length: 5\r\nContent-Length: 6\r\n": 400,
     "Transfer-Encoding: chunked\r\n": 411, "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n": 411,
     "Transfer-Encoding: identity\r\n": 411, "Content-Length: 5\r\nTransfer-Encoding: gzip, chunked\r\n": 411,
+    "Content-Length : 5\r\n": 400, "Content-Length\t: 5\r\n": 400, "X-A: a\r\n Content-Length: 5\r\n": 400,
+    "Content-Length: 5\r\nno colon here\r\n": 400, "X-A: a\r\n\tfolded\r\n": 400,  # dropped or merged lines
 }
 
 
