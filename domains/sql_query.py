@@ -48,7 +48,7 @@ def fixtures_of(task: dict) -> list[str]:
 
 def sql_problems(task: dict) -> list[str]:
     """Why the task's SQL cannot be used, field by field: each fixture must load under the
-    guard and the reference query run on it (read-only)."""
+    guard, and the reference query run on it (read-only) and read one of its tables."""
     hidden = task.get("hidden_fixtures") or []
     if not isinstance(hidden, list) or not all(isinstance(h, str) for h in hidden):
         return ["field `hidden_fixtures` must be a list of SQL scripts"]
@@ -62,14 +62,18 @@ def sql_problems(task: dict) -> list[str]:
         try:
             with GuardedDatabase(script) as db:
                 try:
-                    db.query(task["reference_query"])
+                    result = db.query(task["reference_query"])
                 except SqlInputError as e:
                     problems.append(f"field `reference_query` (on {label[6:]}): {e}")
+                    continue
+                if not result.tables:  # every answer, the reference's too, would earn 0
+                    problems.append("field `reference_query` reads no table of the database: "
+                                    "an answer must be computed from the data")
         except SqlInputError as e:
             problems.append(f"{label}: {e}")
     if not problems and not hidden:
         fixtures_of(task)  # derives the variants now (cached), while the task is being read
-    return problems
+    return list(dict.fromkeys(problems))
 
 
 class SqlDomain(Domain):

@@ -149,3 +149,13 @@ def test_variants_are_deterministic_differ_from_the_visible_answer_and_keep_answ
     # A task's own hidden fixtures are used as given; an answer that no data changes gets none.
     assert fixtures_of({"fixture": SHOP, "reference_query": "SELECT 1", "hidden_fixtures": ["x"]}) == [SHOP, "x"]
     assert derived_variants(SHOP, "SELECT count(*) FROM customers WHERE 0", False) == ()
+
+
+def test_a_task_whose_reference_reads_no_table_is_refused(tmp_path, capsys):
+    """Its every answer would earn 0: the task is a bad-input problem, field named, at load."""
+    path = tmp_path / "constant.jsonl"
+    path.write_text(json.dumps({"question": "What is two?", "query": "SELECT 2", "fixture": SHOP,
+                                "hidden_fixtures": [SHOP]}) + "\n")
+    assert tasks_cli.main(["tasks", "validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out.count(f"{path}: line 1: field `reference_query` reads no table of the database") == 1, out
