@@ -13,7 +13,8 @@ Every one of them opens task SQL here, and only here:
   PRAGMA only from a read-only introspection list, no virtual tables, no `load_extension`
   (extension loading is off as well), temporary data in memory, `trusted_schema` off;
 - a deadline (progress handler) stops a recursive CTE or a huge INSERT...SELECT, the database has
-  a page cap, strings and blobs a length cap, and a query returns at most `max_rows` rows.
+  a page cap, strings and blobs a length cap, scripts a size cap, and a query returns at most
+  `max_rows` rows.
 
 Anything refused or broken is a `SqlInputError` (a ValueError: bad input, never a crash).
 A query's SQLITE_READ callbacks name the tables it reads (`SELECT count(*) FROM t` reports `t`
@@ -52,6 +53,7 @@ DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer", "readfile", "w
 BUDGET_S = 5.0               # per script or query, unless the caller gives its own
 MAX_BYTES = 256 << 20        # the database's pages, at most
 MAX_LENGTH = 16 << 20        # one string or blob, at most
+MAX_SCRIPT = 64 << 20        # a fixture script's characters, at most
 MAX_ROWS = 10_000
 
 
@@ -96,8 +98,13 @@ class GuardedDatabase:
         if hasattr(db, "enable_load_extension"):  # absent where Python was built without it
             db.enable_load_extension(False)
         if image is not None:
+            if len(image) > max_bytes:
+                raise SqlInputError(f"the database is {len(image)} bytes; at most {max_bytes} are read")
             if image[:16] == b"SQLite format 3\x00" and image[18:20] == b"\x02\x02":
                 image = image[:18] + b"\x01\x01" + image[20:]  # WAL header: read it as rollback
+            if not hasattr(db, "deserialize"):
+                raise SqlInputError("this Python's sqlite3 cannot load a database file into "
+                                    "memory (it needs Python 3.11 and SQLite 3.36 or newer)")
             try:
                 db.deserialize(image)
             except sqlite3.Error as e:
@@ -148,6 +155,8 @@ class GuardedDatabase:
 
     def execute_script(self, script: str) -> None:
         """Run a fixture script: it may create, fill and change tables, views, indexes, triggers."""
+        if not isinstance(script, str) or len(script) > MAX_SCRIPT:
+            raise SqlInputError(f"a fixture must be an SQL script of at most {MAX_SCRIPT} characters")
         self._mode, self._deadline = "fixture", time.monotonic() + self.budget_s
         self._db.set_authorizer(self._authorize)  # expires anything prepared in another mode
         try:
