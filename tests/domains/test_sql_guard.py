@@ -8,6 +8,7 @@ import os
 import stat
 import sqlite3
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
 import pytest
@@ -18,8 +19,9 @@ from flywheel.domains.registry import get_domain
 from flywheel.domains.sql_query import GUARD, HARNESS, REPORT_MARKER
 from flywheel.domains.sqlite_guard import GuardedDatabase, SqlInputError
 from flywheel.pipelines import tasks_cli
-from flywheel.pipelines.verify_cli import verify_responses
+from flywheel.pipelines.verify_cli import attempt_of, verify_responses
 from flywheel.sandbox import ExecRequest, get_backend
+from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.tasks import ReadTasks
 from flywheel.verifiers import get_verifier
 
@@ -119,7 +121,11 @@ def test_the_verifier_and_execute_refuse_it_as_input(target):
         get_domain("sql").request(bad, REFERENCE)
     line, = verify_responses([bad], [{"task_id": "hostile", "response": REFERENCE}])
     assert line["verdict"] == "error" and line["filter_reason"] == "input_error", line
-    assert "not authorized" in line["detail"] or line["detail"].startswith("input")
+    assert line["detail"] == "input error before verification"
+    with get_backend("local") as sandbox, ThreadPoolExecutor(1) as pool:  # the pipeline's Execute
+        (attempt,), (error,) = execute_batch([attempt_of(bad, REFERENCE, 0)], sandbox, pool)
+    assert attempt.failure == "input" and error["kind"] == "input" and error["stage"] == "execute"
+    assert "not authorized" in error["message"], error
     assert os.listdir(target) == []
 
 
