@@ -18,12 +18,13 @@ by the domain's ordinary single-turn path, hidden tests included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from flywheel.domains.registry import Domain, ToolSpec
 from flywheel.domains.report_channel import signed
-from flywheel.domains.tools import SUBMIT, ToolCall, ToolCallError
+from flywheel.domains.tools import SUBMIT, ToolCall, ToolCallError, parse_action
 from flywheel.sandbox import ExecRequest, ExecResult, Limits
 
 SUBMITTED, SOLVED, MAX_TURNS, BUDGET = "submitted", "solved", "max_turns", "budget"
@@ -130,6 +131,38 @@ def observe_safely(domain: EpisodeDomain, task: dict[str, Any], state: dict[str,
     except Exception as e:  # noqa: BLE001
         why = f"the tool's output could not be read ({type(e).__name__})"
         return Step(f"error: {why}", state, None, 0.0), why
+
+
+@dataclass(frozen=True)
+class Acted:
+    """One action taken: the call it made (None when it made none), the step, the sandbox's
+    result (None when nothing ran), and why the action or its output could not be read."""
+    call: ToolCall | None
+    step: Step
+    result: ExecResult | None = None
+    tool_error: str | None = None
+    output_unreadable: bool = False
+
+
+def take_action(domain: EpisodeDomain, task: dict[str, Any], state: dict[str, Any], action: str,
+                run: Callable[[ExecRequest, str], ExecResult]) -> Acted:
+    """The one way an episode's action is taken (the Turn stage and `flywheel replay`): parse the
+    call, build its program, `run(request, nonce)` it, observe. Total over what the model wrote
+    and what its program printed: an action that cannot be read or run, or output that cannot be
+    read, is an error observation. What `run` raises (the sandbox failing) goes on, as does a
+    failure to build the program that a blank call shares (the task's own defect)."""
+    try:
+        call = parse_action(action, domain.tools, domain.plain_tool)
+    except ToolCallError as e:
+        return Acted(None, Step(f"error: {e}", state), tool_error=str(e))
+    nonce = domain.nonce()
+    try:
+        request = call_request(domain, task, state, call, nonce)
+    except ToolCallError as e:
+        return Acted(call, Step(f"error: {e}", state), tool_error=str(e))
+    result = run(request, nonce) if request is not None else None
+    step, unreadable = observe_safely(domain, task, state, call, result)
+    return Acted(call, step, result, unreadable, unreadable is not None)
 
 
 def is_episodic(domain: Domain) -> bool:

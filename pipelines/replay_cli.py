@@ -109,24 +109,19 @@ def find_task(config, row: dict) -> dict:
 
 
 def replay_turns(task: dict, turns: list[dict], backend, observation_chars: int):
-    """Yield (turn number, tool, recorded observation, replayed observation) per turn."""
-    from flywheel.domains.episodes import cut_middle
+    """Yield (turn number, tool, recorded observation, replayed observation) per turn, each action
+    taken as the Turn stage takes it (domains/episodes.py `take_action`: total over what the model
+    wrote and what its program printed)."""
+    from flywheel.domains.episodes import cut_middle, take_action
     from flywheel.domains.registry import get_domain
-    from flywheel.domains.tools import ToolCallError, parse_action
     domain = get_domain(task["domain"])
     state = domain.start_state(task)
     for number, turn in enumerate(turns, 1):
-        try:
-            call = parse_action(turn["action"], domain.tools, domain.plain_tool)
-        except ToolCallError as e:
-            yield number, None, turn["observation"], cut_middle(f"error: {e}", observation_chars)[0]
-            continue
-        nonce = domain.nonce()
-        request = domain.tool_request(task, state, call, nonce)
-        result = domain.read_output(backend.run(request), nonce) if request is not None else None
-        step = domain.step(task, state, call, result)
-        state = step.state
-        yield number, call.name, turn["observation"], cut_middle(step.observation, observation_chars)[0]
+        acted = take_action(domain, task, state, turn["action"],
+                            lambda request, nonce: domain.read_output(backend.run(request), nonce))
+        state = acted.step.state
+        yield (number, acted.call.name if acted.call else None, turn["observation"],
+               cut_middle(acted.step.observation, observation_chars)[0])
 
 
 def run(args, console) -> int:

@@ -28,10 +28,8 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.utils.shared import Shared
 
-from flywheel.domains.episodes import (BUDGET, MAX_TURNS, Step, call_request, cut_middle,
-                                       observe_safely, turns_for)
+from flywheel.domains.episodes import BUDGET, MAX_TURNS, cut_middle, take_action, turns_for
 from flywheel.domains.registry import get_domain
-from flywheel.domains.tools import ToolCallError, parse_action
 from flywheel.sandbox import SandboxError
 from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
@@ -159,38 +157,37 @@ def act(attempt: Attempt, backend, retries: int = 2, backoff_s: float = 0.2
     """Run the tool call of the episode's last action; (the attempt after it, an errors row).
 
     Whatever the action holds, or its program prints, is the model's: an action that cannot be
-    read or run is a tool-error observation and the episode goes on; only the task (a blank call
-    fails too: an `input` error) or the sandbox (`environment`) ends it as failed."""
+    read or run is a tool-error observation and the episode goes on (domains/episodes.py
+    `take_action`); only the task (a blank call fails too: an `input` error) or the sandbox
+    (`environment`, after retries) ends it as failed."""
     episode = dict(attempt.episode)
     if episode.get("end"):  # ended before acting (out of tokens)
         return attempt, None
     domain, turn = get_domain(attempt.domain), dict(attempt.turns[-1])
-    result, error, nonce = None, None, domain.nonce()
+
+    def run(request, nonce):
+        for retry in range(retries + 1):
+            try:
+                return domain.read_output(backend.run(request), nonce)
+            except SandboxError:
+                if retry == retries:
+                    raise
+                time.sleep(backoff_s * 2 ** retry)
+
     try:
-        call = parse_action(turn["action"], domain.tools, domain.plain_tool)
-        turn["tool"] = call.name
-        request = call_request(domain, attempt.task, episode["state"], call, nonce)
-    except ToolCallError as e:
-        count("tool_calls_malformed")
-        call, step = None, Step(f"error: {e}", episode["state"])
-        turn.update(tool=turn.get("tool"), tool_error=str(e))
+        acted = take_action(domain, attempt.task, episode["state"], turn["action"], run)
+    except SandboxError as e:
+        return _failed(attempt, episode, error_row("turn", "environment", e, attempt.context(),
+                                                   retry_count=retries))
     except Exception as e:  # noqa: BLE001  the task cannot become a program: bad input, the episode ends
         return _failed(attempt, episode, error_row("turn", "input", e, attempt.context()))
-    if call is not None:
-        count("tool_calls")
-        for retry in range(retries + 1) if request is not None else ():
-            try:
-                result = domain.read_output(backend.run(request), nonce)
-                break
-            except SandboxError as e:
-                if retry == retries:
-                    return _failed(attempt, episode, error_row(
-                        "turn", "environment", e, attempt.context(), retry_count=retry))
-                time.sleep(backoff_s * 2 ** retry)
-        step, unreadable = observe_safely(domain, attempt.task, episode["state"], call, result)
-        if unreadable:
-            count("observations_unreadable")
-            turn["tool_error"] = unreadable
+    count("tool_calls_malformed" if acted.tool_error and not acted.output_unreadable else "tool_calls")
+    if acted.output_unreadable:
+        count("observations_unreadable")
+    result, step, error = acted.result, acted.step, None
+    turn.update(tool=acted.call.name if acted.call else None)
+    if acted.tool_error:
+        turn["tool_error"] = acted.tool_error
     observation, cut = cut_middle(step.observation, episode["observation_chars"])
     turn.update(observation=observation, observation_cut=cut, reward=step.reward,
                 exit_code=result.exit_code if result else None,
