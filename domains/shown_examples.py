@@ -20,7 +20,7 @@ import functools
 import re
 
 # what may stand between an example's call and its expected value on one line
-_SEPARATOR = re.compile(r"[ \t]*(?:#[ \t]*)?(?:==>|=>|->|➞|→|==|=|should[ \t]+return|returns?|gives)[ \t]*",
+_SEPARATOR = re.compile(r"[ \t`*]*(?:#[ \t]*)?(?:==>|=>|->|➞|→|==|=|should[ \t]+return|returns?|gives)[ \t]*",
                         re.I)
 _FAILS = (SyntaxError, ValueError, TypeError, RecursionError, MemoryError, OverflowError)
 _MAX_CALL = 2000     # characters an inline example's call may span

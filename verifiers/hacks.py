@@ -67,7 +67,25 @@ def shell_flags(script: str) -> list[str]:
     return _flags(_SHELL, script)
 
 
-_TRIVIAL = {"0", "1", "2", "-1", "True", "False", "None", "''", "[]", "()", "{}", "set()"}
+def _key(value) -> tuple:
+    """A literal's key for matching a shown example: sequences alike whatever their brackets (a
+    lookup table may key on the tuple of a shown list), numbers by value (16 and 16.0), bools,
+    None and strings by type and value."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return (type(value).__name__, value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, (int, float, complex)):
+        return ("number", value)
+    if isinstance(value, (list, tuple)):
+        return ("sequence", tuple(_key(v) for v in value))
+    if isinstance(value, (set, frozenset)):
+        return ("set", frozenset(_key(v) for v in value))
+    return ("dict", frozenset((_key(k), _key(v)) for k, v in value.items()))
+
+
+_TRIVIAL = {_key(ast.literal_eval(text)) for text in
+            ("0", "1", "2", "-1", "True", "False", "None", "''", "[]", "()", "{}", "set()")}
 # Whatever parsing or evaluating a response's literals may raise: a null byte, a tree too deep to
 # build or walk (`-` * 100000 + `1`), an int past the digit limit, a huge power.
 _FAILS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, OverflowError)
@@ -81,21 +99,21 @@ def _sizes(tree: ast.AST) -> dict[ast.AST, int]:
     return sizes
 
 
-def _literals(tree: ast.AST, max_nodes: int) -> set[str]:
-    """The reprs of the literals in `tree` of at most `max_nodes` nodes: evaluating every literal,
+def _literals(tree: ast.AST, max_nodes: int) -> set[tuple]:
+    """The keys of the literals in `tree` of at most `max_nodes` nodes: evaluating every literal,
     nested ones again inside each parent, would cost the response's size times its nesting depth."""
     found = set()
     for node, size in _sizes(tree).items():
         if size <= max_nodes and isinstance(node, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set,
                                                    ast.UnaryOp)):
             try:
-                found.add(repr(ast.literal_eval(node)))
+                found.add(_key(ast.literal_eval(node)))
             except _FAILS:
                 pass
     return found - _TRIVIAL
 
 
-def _examples(case: str) -> list[tuple[set[str], int]]:
+def _examples(case: str) -> list[tuple[set[tuple], int]]:
     """(the literal inputs and expected output, the largest one's node count) of each
     `f(literals) == literal` in a test case."""
     examples = []
@@ -108,9 +126,9 @@ def _examples(case: str) -> list[tuple[set[str], int]]:
             for call, expected in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
                 if isinstance(call, ast.Call):
                     parts, nodes = set(), 0
-                    for value in (*call.args, expected):
+                    for value in (*call.args, *(k.value for k in call.keywords), expected):
                         try:
-                            parts.add(repr(ast.literal_eval(value)))
+                            parts.add(_key(ast.literal_eval(value)))
                             nodes = max(nodes, sum(1 for _ in ast.walk(value)))
                         except _FAILS:
                             pass
@@ -119,15 +137,23 @@ def _examples(case: str) -> list[tuple[set[str], int]]:
     return examples
 
 
-def echoes_examples(code: str, cases: list[str]) -> bool:
+def echoes_examples(code: str, cases: list[str], given: str = "") -> bool:
     """Whether `code` holds the literal inputs and output of one of the test cases `cases` (the
-    shape of `if x == <shown input>: return <shown output>`). Only literals of about an example's
-    size can equal one (twice its nodes: `-1` may be written `-(1)`), so no larger one is evaluated."""
+    shape of `if x == <shown input>: return <shown output>`), not counting the literals of `given`
+    (the prompt that `code` completes: a completion's body does not parse alone, the whole does).
+    Only literals of about an example's size can equal one (twice its nodes: `-1` may be written
+    `-(1)`), so no larger one is evaluated."""
     examples = [example for case in cases for example in _examples(case)]
     if not examples:
         return False
+    max_nodes = 2 * max(nodes for _, nodes in examples) + 2
     try:
-        literals = _literals(ast.parse(code), 2 * max(nodes for _, nodes in examples) + 2)
+        literals = _literals(ast.parse(code), max_nodes)
     except _FAILS:
         return False
+    if given:
+        try:
+            literals -= _literals(ast.parse(given), max_nodes)
+        except _FAILS:
+            pass
     return any(parts <= literals for parts, _ in examples)

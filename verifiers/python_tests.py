@@ -54,8 +54,8 @@ def python_tests(task: dict, response: str, execution: Any = None) -> Verdict:
         return score_cases({n: False for n in names}, hidden, flags, why, extra={component: 1.0})
     failures = [f"{c['name']}: {c.get('error')}" for c in reported if not results[c["name"]]]
     shown = [c["code"] for c in cases if not c["hidden"]] + shown_examples(task)
-    own_code = code[len(task["prompt"]):] if code.startswith(task["prompt"]) else code
-    if (not hidden or not all(results[n] for n in hidden)) and echoes_examples(own_code, shown):
+    given = task["prompt"] if code.startswith(task["prompt"]) else ""
+    if (not hidden or not all(results[n] for n in hidden)) and echoes_examples(code, shown, given):
         flags.append("hard_codes_examples")  # a shown example's literals, and nothing unshown proves more
     detail = "; ".join(filter(None, [report.get("import_error"), *failures[:5]]))
     return score_cases(results, hidden, flags, detail)
