@@ -121,3 +121,44 @@ HOSTILE_RG = {
 def test_hostile_reasoning_gym_answers_are_model_failures(bounded, domain, index):
     out, error = verify_attempt(attempt(domain, HOSTILE_RG[domain][index]), bounded)
     assert_model_failure(out, error)
+
+
+# Python too deep for the parser or its recursion: each raised out of program() or the verifier
+# (RecursionError, MemoryError) where only SyntaxError was caught
+DEEP_PYTHON = {
+    "parentheses": "(" * 5000 + ")" * 5000,
+    "unary_minus": "-" * 100_000 + "1",
+    "attributes": "a" + ".b" * 100_000,
+    "lists": "[" * 10_000 + "]" * 10_000,
+    "nots": "not " * 50_000 + "x",
+    "sum": "x" + "+1" * 100_000,
+    "calls": "f(" * 3000 + ")" * 3000,
+    "completion": "    return " + "-" * 100_000 + "1\n",
+    "in_a_block": "```python\ndef running_max(xs):\n    return " + "a" + ".b" * 100_000 + "\n```",
+    "after_a_function": "def running_max(xs):\n    return xs\nX = " + "-" * 100_000 + "1\n",
+}
+
+
+@pytest.fixture(scope="module")
+def local_sandbox():
+    from flywheel.sandbox import SandboxError, get_backend
+    try:
+        with get_backend("local") as backend:
+            yield backend
+    except SandboxError as e:
+        pytest.skip(f"local cannot run here: {e}")
+
+
+@pytest.mark.parametrize("domain", ["py_functions", "py_mbpp"])
+@pytest.mark.parametrize("name", sorted(DEEP_PYTHON))
+def test_python_too_deep_to_parse_is_a_failed_attempt(local_sandbox, domain, name):
+    """Building the program and verifying its run never raise: the verifier is called directly
+    (no worker to turn an exception into a verdict), on the real sandbox's result."""
+    from flywheel.verifiers import get_verifier
+    d = get_domain(domain)
+    task = d.make_task("train", 0, 0)
+    response = DEEP_PYTHON[name]
+    spec = d.program(task, response)
+    assert spec["files"]["solution.py"]
+    verdict = get_verifier(d.verifier)(task, response, d.run(local_sandbox, task, response))
+    assert (verdict.verdict, verdict.reward) == ("fail", 0.0), verdict
