@@ -79,7 +79,10 @@ def sql_problems(task: dict) -> list[str]:
 class SqlDomain(Domain):
     verifier = "sql_result"
     report_marker = REPORT_MARKER
-    sandbox = SandboxNeeds(language="sql (sqlite3)", files=("harness.py", "sqlite_guard.py"))
+    # Headroom over the harness's own deadlines (1.2 s of queries, loads of up to four small
+    # databases) for a container's start: about 1 s under docker or gVisor, more under load.
+    sandbox = SandboxNeeds(language="sql (sqlite3)", files=("harness.py", "sqlite_guard.py"),
+                           timeout_s=4.0)
     required_fields = ("task_id", "prompt", "fixture", "reference_query")
     max_new_tokens = 32
 
