@@ -261,7 +261,7 @@ class PythonTestsDomain(DatasetDomain, EpisodeDomain):
     # starts; only tests that hang on a do-nothing answer spend much of it) and the solution's
     # (import and every case; the harness keeps 0.4 s of it to start and report). A task may set
     # either (`baseline_budget_s`, `timeout_s`); the sandbox's limit is their sum.
-    baseline_budget_s = 2.0
+    baseline_budget_s = 3.0
     solution_timeout_s = 2.0
     sandbox = SandboxNeeds(language="python", files=("harness.py", "solution.py"),
                            timeout_s=baseline_budget_s + solution_timeout_s)

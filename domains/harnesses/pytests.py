@@ -313,7 +313,10 @@ BASELINES = {c: (lambda c=c: lambda *a, **k: json.loads(c)) for c in
 BASELINES["identity"] = lambda: lambda *a, **k: a[0] if a else None
 # A do-nothing solution answers at once, so a baseline's case is the test code alone: one still
 # running after BASELINE_CASE_S hangs on that answer (`while candidate(x) is None: pass`) and is
-# not passed. A step that hung for one baseline gets HUNG_CASE_S from the next ones.
+# not passed. Once a step hung for one baseline, or a baseline hung on one step, the pattern is
+# known: that step for the next baselines, and that baseline's next steps, get HUNG_CASE_S, still
+# ample for test code that does not loop (microseconds). So tests that hang on do-nothing answers
+# cost well under the baselines' budget: a case hanging for all ten 0.7 s, each next one 0.5 s.
 BASELINE_CASE_S, HUNG_CASE_S = 0.25, 0.05
 
 
@@ -322,6 +325,7 @@ def run_baseline(plan, code, label, deadline, hung):
     `deadline`). A step cut by its own timer ran (not passed); one cut by `deadline` did not. As
     with the solution, a case passes only if the do-nothing function was called since the last one.
     `code` is compiled(plan); `hung` the steps that hung for an earlier baseline."""
+    hung_here = False
     calls = [0]
 
     def counted(fn):
@@ -337,7 +341,7 @@ def run_baseline(plan, code, label, deadline, hung):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return passed, False
-        limit = min(plan["case_timeout_s"], HUNG_CASE_S if index in hung else BASELINE_CASE_S)
+        limit = min(plan["case_timeout_s"], HUNG_CASE_S if hung_here or index in hung else BASELINE_CASE_S)
         ok = False
         try:
             with case_timer(min(limit, remaining)):
@@ -347,6 +351,7 @@ def run_baseline(plan, code, label, deadline, hung):
             if time.monotonic() >= deadline:
                 return passed, False
             hung.add(index)
+            hung_here = True
         except BaseException:  # whatever the test code raises or calls: that case is not passed
             pass
         if step["kind"] == "case":

@@ -39,6 +39,10 @@ FIRST_EVEN = humaneval("first_even", "xs", "    return next((x for x in xs if x 
 HANGS = humaneval("double", "n", "    return 2 * n\n", [
     "for x in range(1, 4):\n        while candidate(x) != 2 * x:\n            pass\n        assert candidate(x) == 2 * x",
     "assert candidate(0) == 0"])
+# every case loops while the answer is falsy: six baselines hang on each of them
+WAITS = humaneval("double", "n", "    return 2 * n\n", [
+    f"while not candidate({n}):\n        pass\n    assert candidate({n}) == {2 * n}" for n in range(1, 6)]
+    + ["assert candidate(0) == 0"])
 
 COUNTER = "import os, time\nCALLS = []\ndef first_even(xs):\n    CALLS.append(1)\n    if len(CALLS) > 2:\n"
 REIMPORT = ("import os, time\nSEEN = '/tmp/.imported'\nif os.path.exists(SEEN):\n    {stall}\n"
@@ -80,14 +84,17 @@ def test_a_correct_solution_still_earns_everything(score):
     assert (v.reward, v.verdict, v.exploit_suspected) == (1.0, "pass", False), v
 
 
-def test_tests_that_hang_on_a_do_nothing_answer_still_pay_a_solution(score):
-    """The hanging case is cut by the baselines' own per-case timer and counted as not passed; the
-    baselines are still complete, so the right answer earns 1 and `return 0` (which passes the
-    other case) nothing."""
-    v = score(HANGS, HANGS["canonical_solution"])
+@pytest.mark.parametrize("task", [HANGS, WAITS], ids=["hangs_for_all", "waits_while_falsy"])
+def test_tests_that_hang_on_a_do_nothing_answer_still_pay_a_solution(score, task):
+    """A hanging case is cut by the baselines' own per-case timer and counted as not passed; the
+    baselines are still complete, so the right answer earns 1 and `return 0` nothing (it passes
+    only what the `0` baseline passes, or hangs where the baselines did)."""
+    v = score(task, task["canonical_solution"])
     assert (v.reward, v.verdict) == (1.0, "pass"), v
-    v = score(HANGS, "    return 0\n")
-    assert v.reward == 0.0 and v.components.get("trivial_baseline") == 1.0, v
+    v = score(task, "    return 0\n")
+    assert v.reward == 0.0 and "baselines_missing" not in v.components, v
+    if task is HANGS:
+        assert v.components.get("trivial_baseline") == 1.0, v
 
 
 def run_plan_edited(backend, task, response, edit):
