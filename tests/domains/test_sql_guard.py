@@ -172,3 +172,23 @@ def test_a_sqlite_file_is_read_without_sqlite_opening_it(tmp_path):
     tasks, problems = tasks_cli.load_tasks([str(path)])
     assert problems == [] and "CREATE VIEW big" in tasks[0]["fixture"]
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before  # no -journal, -wal
+
+
+def test_only_the_guard_opens_sqlite():
+    """The class stays closed: no module of Flywheel but sqlite_guard.py imports sqlite3 (the
+    sandbox harness imports the guard too), so no new path can run task SQL unguarded."""
+    import ast
+    from pathlib import Path
+
+    import flywheel.domains
+    root = Path(flywheel.domains.__file__).resolve().parent.parent  # the repository
+    importers = []
+    for path in sorted(p for folder in ("domains", "verifiers", "pipelines", "transforms", "sandbox",
+                                        "schemas", "trainer", "registry", "bench")
+                       for p in (root / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] == "sqlite3" for n in names):
+                importers.append(str(path.relative_to(root)))
+    assert importers == ["domains/sqlite_guard.py"]
