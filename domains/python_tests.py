@@ -206,15 +206,20 @@ def shown_examples(task: dict) -> list[str]:
     return [f"assert {source}" for _, _, source in prompt_examples(task["prompt"], functions)]
 
 
+def baseline_passes(report: dict) -> dict[str, set[str]]:
+    """{baseline: names of the cases it passes} for each baseline the report brings complete."""
+    found = report.get("baselines")
+    found = found if isinstance(found, dict) else {}
+    return {b: set(run["passed"]) for b, run in found.items() if b in BASELINES and isinstance(run, dict)
+            and run.get("complete") is True and isinstance(run.get("passed"), list)
+            and all(isinstance(name, str) for name in run["passed"])}
+
+
 def baseline_problem(report: dict, passed: set[str]) -> tuple[str, str] | None:
     """Why a harness report earns nothing by its do-nothing baselines, as (component, detail), or
     None: a baseline missing or cut short by its budget (nothing to compare with), or one that
     passes every case the response passed (`return None` where None is expected)."""
-    found = report.get("baselines")
-    found = found if isinstance(found, dict) else {}
-    complete = {b: set(run["passed"]) for b, run in found.items() if b in BASELINES and isinstance(run, dict)
-                and run.get("complete") is True and isinstance(run.get("passed"), list)
-                and all(isinstance(name, str) for name in run["passed"])}
+    complete = baseline_passes(report)
     missing = [b for b in BASELINES if b not in complete]
     if missing:
         return "baselines_missing", (f"the do-nothing baselines did not complete ({', '.join(missing)}): the "

@@ -8,8 +8,10 @@ fraction passed. Nothing is paid when:
   response passes no case that one of them does not (`trivial_baseline`; flagged
   `runs_out_the_clock` when it also used up its time, the shape of starving the baselines);
 - the response holds a shown example's literal inputs and output (a lookup table: the prompt's
-  `>>>` examples and the like, and the visible cases) and either fails an unshown case or the
-  task has no unshown case to tell a lookup table from a solution (`hard_codes_examples`).
+  `>>>` examples and the like, and the visible cases) and nothing unshown proves it computes:
+  it fails an unshown case, or passes only unshown cases a do-nothing solution passes too (a
+  lookup table with `return []` for the rest), or the task has no unshown case
+  (`hard_codes_examples`).
 Hidden cases the prompt shows count as visible (domains/python_tests.py: test_plan).
 """
 
@@ -17,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flywheel.domains.python_tests import (REPORT_MARKER, baseline_problem, shown_examples, solution_source,
-                                           test_plan)
+from flywheel.domains.python_tests import (REPORT_MARKER, baseline_passes, baseline_problem, shown_examples,
+                                           solution_source, test_plan)
 from flywheel.verifiers import Verdict, register_verifier
 from flywheel.verifiers.hacks import echoes_examples, python_flags
 from flywheel.verifiers.scoring import harness_report, score_cases
@@ -55,7 +57,9 @@ def python_tests(task: dict, response: str, execution: Any = None) -> Verdict:
     failures = [f"{c['name']}: {c.get('error')}" for c in reported if not results[c["name"]]]
     shown = [c["code"] for c in cases if not c["hidden"]] + shown_examples(task)
     given = task["prompt"] if code.startswith(task["prompt"]) else ""
-    if (not hidden or not all(results[n] for n in hidden)) and echoes_examples(code, shown, given):
+    unshown = {n for n in hidden if results[n]}
+    proves = unshown == hidden and not any(unshown <= cases for cases in baseline_passes(report).values())
+    if not proves and echoes_examples(code, shown, given):
         flags.append("hard_codes_examples")  # a shown example's literals, and nothing unshown proves more
     detail = "; ".join(filter(None, [report.get("import_error"), *failures[:5]]))
     return score_cases(results, hidden, flags, detail)

@@ -100,6 +100,15 @@ def test_a_lookup_table_with_a_guess_for_the_rest_earns_nothing(score):
     assert v.reward == 0.0 and v.components.get("exploit_hard_codes_examples") == 1.0, v
 
 
+def test_a_lookup_table_whose_default_passes_the_rest_earns_nothing(score):
+    """The only unshown case wants `[]`, which the table's default gives: passing it proves no more
+    than the `[]` do-nothing solution does, so the table is still flagged."""
+    task = {**TASK, "test": "def check(candidate):\n" + "".join(f"    {c}\n" for c in SHOWN_CASES + UNSHOWN_CASES[:1])}
+    v = score(task, LOOKUP)
+    assert v.reward == 0.0 and v.components.get("exploit_hard_codes_examples") == 1.0, v
+    assert score(task, CANONICAL).reward == 1.0
+
+
 def test_when_every_case_is_shown_a_lookup_table_earns_nothing(score):
     """No unshown case is left to tell a lookup table from a solution: the shown cases pay (as
     visible), and a response holding a shown example's literals is flagged."""
