@@ -84,8 +84,8 @@ def _key(value) -> tuple:
     return ("dict", frozenset((_key(k), _key(v)) for k, v in value.items()))
 
 
-_TRIVIAL = {_key(ast.literal_eval(text)) for text in
-            ("0", "1", "2", "-1", "True", "False", "None", "''", "[]", "()", "{}", "set()")}
+_TRIVIAL = {"0", "1", "2", "-1", "True", "False", "None", "''", "[]", "()", "{}", "set()"}
+_TRIVIAL_KEYS = {_key(ast.literal_eval(text)) for text in _TRIVIAL}  # too common to tell anything
 # Whatever parsing or evaluating a response's literals may raise: a null byte, a tree too deep to
 # build or walk (`-` * 100000 + `1`), an int past the digit limit, a huge power.
 _FAILS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, OverflowError)
@@ -110,7 +110,7 @@ def _literals(tree: ast.AST, max_nodes: int) -> set[tuple]:
                 found.add(_key(ast.literal_eval(node)))
             except _FAILS:
                 pass
-    return found - _TRIVIAL
+    return found - _TRIVIAL_KEYS
 
 
 def _examples(case: str) -> list[tuple[set[tuple], int]]:
@@ -132,8 +132,8 @@ def _examples(case: str) -> list[tuple[set[tuple], int]]:
                             nodes = max(nodes, sum(1 for _ in ast.walk(value)))
                         except _FAILS:
                             pass
-                    if parts - _TRIVIAL:
-                        examples.append((parts - _TRIVIAL, nodes))
+                    if parts - _TRIVIAL_KEYS:
+                        examples.append((parts - _TRIVIAL_KEYS, nodes))
     return examples
 
 
