@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
+from flywheel.pipelines.run_sandbox import not_for_a_run_to_choose
 from flywheel.schemas import SCHEMA_VERSION, TABLES
 from flywheel.trainer.checkpoint import save_checkpoint
 from flywheel.trainer.policies import POLICIES
@@ -60,7 +61,9 @@ def open_run(layout: RunLayout, config: RunConfig, explicit: set[str]) -> tuple[
     """Create run.json, or load it and check the requested settings against it.
 
     On resume the stored config wins; only `iterations` may change. A setting the user passed
-    explicitly that differs from the stored one is an error rather than a silently mixed run.
+    explicitly that differs from the stored one is an error rather than a silently mixed run. The
+    stored sandbox is taken only when a run directory may choose it (pipelines/run_sandbox.py):
+    otherwise the user names it.
     """
     if layout.exists(layout.run_json):
         info = layout.read_json(layout.run_json)
@@ -73,6 +76,12 @@ def open_run(layout: RunLayout, config: RunConfig, explicit: set[str]) -> tuple[
                     f"{layout.run_json} was created with {key}={have!r}, not {want!r}; "
                     "resume with the same settings or use a new --run-dir")
         stored = RunConfig.from_dict({**kept, "iterations": config.iterations})
+        why = not_for_a_run_to_choose(stored.rollout.sandbox)
+        if why and "rollout.sandbox" not in explicit:
+            raise RunConfigMismatch(
+                f"{layout.run_json} names the sandbox backend {stored.rollout.sandbox!r}, which "
+                f"{why}; a run directory cannot choose it for you. Resume with --sandbox "
+                f"{stored.rollout.sandbox} if you trust this run, or start a new --run-dir")
         return stored, info
     info = {
         "run_id": Path(layout.root.rstrip("/")).name,

@@ -23,6 +23,8 @@ import re
 
 from rich.markup import escape
 
+from flywheel.pipelines.run_sandbox import RUN_MAY_CHOOSE, not_for_a_run_to_choose
+
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # Beam is imported when a replay runs, not for `flywheel --help`
@@ -30,11 +32,6 @@ if TYPE_CHECKING:  # Beam is imported when a replay runs, not for `flywheel --he
 
 _GENERATED = re.compile(r"^(?P<domain>.+)-(?P<split>train|heldout)-(?P<index>\d+)$")
 
-# The backends a run directory may choose by itself: each runs the code isolated on this machine.
-RUN_MAY_CHOOSE = ("local", "docker")
-_WHY_NOT = {"unsafe-subprocess": "isolates nothing (the code would see this machine's files, "
-                                 "network and processes)",
-            "remote": "sends the episode, and your sandbox token, to servers the run names"}
 
 
 class ReplayError(ValueError):
@@ -65,8 +62,7 @@ def run_backend(args, rollout) -> tuple[str, dict]:
     if args.sandbox_options:
         raise ReplayError("--sandbox-options needs --sandbox: options of which backend?")
     name = rollout.sandbox
-    if name not in RUN_MAY_CHOOSE:
-        why = _WHY_NOT.get(name, "is not known to isolate the code it runs")
+    if why := not_for_a_run_to_choose(name):
         raise ReplayError(
             f"the run's sandbox backend {name!r} {why}; this run directory cannot choose it for "
             f"you. Replay isolated with --sandbox local, or name the run's backend yourself if "
