@@ -2,7 +2,10 @@
 
 Shared by the verifiers that run a harness (python_tests, sql_result, shell_state). The rules:
 - reward is the fraction of hidden cases passed when the task has hidden cases (visible ones were
-  shown to the policy, so passing them proves little), else of all cases;
+  shown to the policy, so passing them proves little), else of all cases; a verifier counts as
+  visible whatever the prompt gave away (python_tests: a hidden case equal to a shown example),
+  and flags a response that only echoes shown examples, so that these visible-only rewards never
+  pay a lookup table;
 - the verdict is pass only when every case passes;
 - a response flagged as a suspected exploit scores 0 and fails, whatever it passed.
 """
