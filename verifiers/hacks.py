@@ -99,9 +99,10 @@ def _sizes(tree: ast.AST) -> dict[ast.AST, int]:
     return sizes
 
 
-def _literals(tree: ast.AST, max_nodes: int) -> set[tuple]:
-    """The keys of the literals in `tree` of at most `max_nodes` nodes: evaluating every literal,
-    nested ones again inside each parent, would cost the response's size times its nesting depth."""
+def _literals(tree: ast.AST, max_nodes: int, max_chars: int) -> set[tuple]:
+    """The keys of the literals in `tree` of at most `max_nodes` nodes, and of those spelled in its
+    strings of at most `max_chars` characters: evaluating every literal, nested ones again inside
+    each parent, would cost the response's size times its nesting depth."""
     found = set()
     for node, size in _sizes(tree).items():
         if size <= max_nodes and isinstance(node, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set,
@@ -110,12 +111,26 @@ def _literals(tree: ast.AST, max_nodes: int) -> set[tuple]:
                 found.add(_key(ast.literal_eval(node)))
             except _FAILS:
                 pass
+        if isinstance(node, ast.Constant) and type(node.value) is str and _spelled(node.value, max_chars):
+            try:  # a value spelled in a string: `{"[1, 3, 2]": ...}.get(str(xs))` keys on the input too
+                found.add(_key(ast.literal_eval(node.value.strip())))
+            except _FAILS:
+                pass
     return found - _TRIVIAL_KEYS
 
 
-def _examples(case: str) -> list[tuple[set[tuple], int]]:
-    """(the literal inputs and expected output, the largest one's node count) of each
-    `f(literals) == literal` in a test case."""
+def _spelled(text: str, max_chars: int) -> bool:
+    """Whether a string may spell a literal (as `str(x)` or `repr(x)` would) of an example's size:
+    no longer than `max_chars`, and starting like a container, a number or a quoted string."""
+    return len(text) <= max_chars and text.lstrip()[:1] in _SPELLED_STARTS
+
+
+_SPELLED_STARTS = set("[({-0123456789'\"")
+
+
+def _examples(case: str) -> list[tuple[set[tuple], int, int]]:
+    """(the literal inputs and expected output, the largest one's node count and repr length) of
+    each `f(literals) == literal` in a test case."""
     examples = []
     try:
         tree = ast.parse(case)
@@ -125,15 +140,17 @@ def _examples(case: str) -> list[tuple[set[tuple], int]]:
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
             for call, expected in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
                 if isinstance(call, ast.Call):
-                    parts, nodes = set(), 0
+                    parts, nodes, chars = set(), 0, 0
                     for value in (*call.args, *(k.value for k in call.keywords), expected):
                         try:
-                            parts.add(_key(ast.literal_eval(value)))
+                            literal = ast.literal_eval(value)
+                            parts.add(_key(literal))
                             nodes = max(nodes, sum(1 for _ in ast.walk(value)))
+                            chars = max(chars, len(repr(literal)))
                         except _FAILS:
                             pass
                     if parts - _TRIVIAL_KEYS:
-                        examples.append((parts - _TRIVIAL_KEYS, nodes))
+                        examples.append((parts - _TRIVIAL_KEYS, nodes, chars))
     return examples
 
 
@@ -146,14 +163,16 @@ def echoes_examples(code: str, cases: list[str], given: str = "") -> bool:
     examples = [example for case in cases for example in _examples(case)]
     if not examples:
         return False
-    max_nodes = 2 * max(nodes for _, nodes in examples) + 2
+    # `-1` may be written `-(1)`, `[1, 3]` spelled "[1,3]" or "[ 1, 3 ]"
+    max_nodes = 2 * max(nodes for _, nodes, _ in examples) + 2
+    max_chars = 2 * max(chars for _, _, chars in examples) + 16
     try:
-        literals = _literals(ast.parse(code), max_nodes)
+        literals = _literals(ast.parse(code), max_nodes, max_chars)
     except _FAILS:
         return False
     if given:
         try:
-            literals -= _literals(ast.parse(given), max_nodes)
+            literals -= _literals(ast.parse(given), max_nodes, max_chars)
         except _FAILS:
             pass
-    return any(parts <= literals for parts, _ in examples)
+    return any(parts <= literals for parts, _, _ in examples)

@@ -105,3 +105,24 @@ def test_hard_coded_examples_are_found_in_a_large_nested_response():
     assert not echoes_examples(filler + "def f(xs):\n    return [1, 3, 3]\n", shown)
     assert echoes_examples("X = -(1)\ndef f(x):\n    return (-1, 5) if x == [7] else 0\n",
                            ["assert f([7]) == (-1, 5)"])
+
+
+@pytest.mark.parametrize("table", [
+    'T = {"[1, 3, 2]": [1, 3, 3]}\ndef f(xs):\n    return T.get(str(xs), xs)\n',           # keyed on str(input)
+    'T = {(1, 3, 2): "[1, 3, 3]"}\ndef f(xs):\n    return eval(T.get(tuple(xs), "[]"))\n',   # a tuple key, a spelled output
+    'def f(xs=None, *, ys=None):\n    return [1, 3, 3] if (xs or ys) == [1,3,2] else xs\n',
+])
+def test_lookup_tables_are_found_in_any_spelling(table):
+    shown = ["assert candidate([1, 3, 2]) == [1, 3, 3]", "assert candidate(ys=[1, 3, 2]) == [1, 3, 3]"]
+    assert echoes_examples(table, shown)
+    assert not echoes_examples('def f(xs):\n    return [max(xs[:i + 1]) for i in range(len(xs))]\n', shown)
+
+
+def test_strings_that_spell_large_literals_keep_the_scan_linear():
+    """A string is evaluated only up to an example's size: 200 KB of long spelled lists, or of
+    short ones, still get the verdict (timings: bench/hacks.py)."""
+    shown = ["assert candidate([1, 3, 2]) == [1, 3, 3]"]
+    long = big('"[' + "1, " * 600 + '1]", ')
+    assert not echoes_examples(f"x = [{long}]\n", shown)
+    assert echoes_examples(f"x = [{big(chr(34) + '[1, 2]' + chr(34) + ', ')}]\n" + 'y = ["[1, 3, 2]", "[1, 3, 3]"]\n',
+                           shown)
