@@ -14,7 +14,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from flywheel.trainer.losses import KL_ESTIMATORS, LOSS_UNITS, LOSSES, masked_mean
+from flywheel.trainer.aggregation import aggregation_unit, masked_mean
+from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES, default_aggregation
 from flywheel.trainer.policy import Policy
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
 
@@ -163,21 +164,22 @@ def train_on_minibatches(
 
 class _Step:
     """The gradient of one minibatch, accumulated over microbatches of at most cfg.micro_tokens
-    padded tokens, each loss weighted by its share of the loss's units (LOSS_UNITS) so the sum
-    is the whole minibatch's gradient."""
+    padded tokens, each loss weighted by its share of the units its aggregation averages over
+    (trained tokens, or sequences that have some) so the sum is the whole minibatch's gradient."""
 
     def __init__(self, policy: Policy, cfg: TrainConfig, overrides: dict,
                  reference: Policy | None, device):
         self.policy, self.cfg, self.overrides, self.device = policy, cfg, overrides, device
         self.reference = reference if cfg.kl_coef > 0 else None
-        self.loss_fn, self.unit = LOSSES.get(cfg.loss), LOSS_UNITS.get(cfg.loss, "token")
+        self.loss_fn = LOSSES.get(cfg.loss)
+        self.unit = aggregation_unit(default_aggregation(cfg.loss))
         self.kl_fn = KL_ESTIMATORS.get(cfg.kl_estimator)
         self.diff: dict = {}
 
     def accumulate(self, minibatch: list[dict]) -> dict:
         micro = microbatches(minibatch, self.cfg.micro_tokens)
-        tokens = [sum(len(r["response_token_ids"]) for r in m) for m in micro]
-        units = tokens if self.unit == "token" else [sum(bool(r["response_token_ids"]) for r in m)
+        tokens = [sum(map(trained_tokens, m)) for m in micro]
+        units = tokens if self.unit == "token" else [sum(trained_tokens(r) > 0 for r in m)
                                                      for m in micro]
         out: dict = {}
         for m, n_units, n_tokens in zip(micro, units, tokens):
@@ -208,6 +210,12 @@ class _Step:
             stats["kl"] = kl.item()
         loss.backward()
         return stats
+
+
+def trained_tokens(row: dict) -> int:
+    """The response tokens of a row the loss trains on (an episode's observations are not)."""
+    mask = row.get("response_mask")
+    return len(row["response_token_ids"]) if mask is None else int(sum(mask))
 
 
 def microbatches(rows: list[dict], max_tokens: int) -> list[list[dict]]:

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES
+from flywheel.trainer.aggregation import AGGREGATIONS, agg_loss, aggregation_unit
+from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES, default_aggregation
 
 # Two sequences, old log-probs 0, so each new log-prob is the log of its token's ratio.
 # Sequence 0 (A = +1): ratios 1.1, 1.25 and one padding slot; sequence 1 (A = -1): 0.9, 0.7, 1.0.
@@ -79,6 +80,44 @@ def test_ratio_one_is_the_policy_gradient_and_padding_is_ignored(name):
     assert torch.isfinite(loss) and torch.all(logp.grad[mask == 0] == 0)
     assert stats["clip_frac"] == 0.0 and stats["approx_kl"] == pytest.approx(0.0, abs=1e-7)
     assert logp.grad[0, 0] < 0 < logp.grad[1, 0]  # raise what was good, lower what was bad
+
+
+@pytest.mark.parametrize("aggregation, expected", [
+    # GRPO's token losses: seq 0: -1.1, -1.2 (clipped); seq 1: 0.9, 0.8 (clipped), 1.0.
+    ("seq-mean-token-mean", (-1.15 + 0.9) / 2),
+    ("token-mean", 0.4 / 5),
+    ("seq-mean-token-sum", (-2.3 + 2.7) / 2),
+    ("seq-mean-token-sum-norm", 0.4 / (4 * 2)),   # norm_length 4
+])
+def test_the_aggregation_is_a_parameter_of_the_loss(aggregation, expected):
+    loss, stats, grad = _call("grpo", aggregation=aggregation, norm_length=4)
+    assert loss == pytest.approx(expected)
+    assert stats["clip_frac"] == pytest.approx(0.4)  # the share of tokens, whichever average
+    assert torch.all(grad[0, 1:] == 0) and torch.all(grad[1, 1] == 0)  # clipped and padding
+
+
+def test_each_loss_keeps_its_papers_aggregation_and_units_follow():
+    assert {name: default_aggregation(name) for name in ("grpo", "dapo", "dr_grpo", "gspo")} == {
+        "grpo": "seq-mean-token-mean", "dapo": "token-mean", "dr_grpo": "seq-mean-token-sum-norm",
+        "gspo": "seq-mean-token-mean"}
+    assert {name: aggregation_unit(name) for name in AGGREGATIONS.names()} == {
+        "token-mean": "token", "seq-mean-token-mean": "sequence",
+        "seq-mean-token-sum": "sequence", "seq-mean-token-sum-norm": "sequence"}
+    # A sequence without tokens counts in no mean (verl's modes would count it as a zero loss).
+    losses = torch.tensor([[2.0, 4.0], [9.0, 9.0]])
+    assert agg_loss(losses, torch.tensor([[1.0, 1.0], [0.0, 0.0]]), "seq-mean-token-sum") == 6.0
+
+
+@pytest.mark.parametrize("name", ["grpo", "dapo", "dr_grpo", "gspo"])
+def test_a_far_off_log_ratio_is_clamped_before_exp(name):
+    """A token whose log-probability rose by 100 nats (exp overflows float32 at ~88): the ratio is
+    exp(20) at most, the loss stays finite and that token's gradient is 0, as verl does."""
+    new = torch.tensor([[100.0, 0.0], [0.0, 0.1]], requires_grad=True)
+    loss, stats = LOSSES.get(name)(new, torch.zeros(2, 2), torch.tensor([-1.0, 1.0]),
+                                   torch.ones(2, 2), clip_low=0.2, clip_high=0.2)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(new.grad).all() and new.grad[0, 0] == 0
+    assert all(map(math.isfinite, stats.values()))
 
 
 def test_kl_estimators():
