@@ -30,9 +30,11 @@ _OPERATORS = set("+-*/%<>=&|^@")
 UNKNOWN = ("unknown",)  # the expected value of `f(x) == <not a literal>`: equal to no shown value
 
 
-def canonical(value):
+def canonical(value, sequences_alike: bool = False):
     """A hashable key equal for values Python calls equal (16 and 16.0) and apart for those it
-    does not ([1] and (1,); True and 1 are kept apart too: a shown `True` is not a shown `1`)."""
+    does not ([1] and (1,); True and 1 are kept apart too: a shown `True` is not a shown `1`).
+    With `sequences_alike`, lists and tuples of equal items share a key (a lookup table may key
+    on the tuple of a shown list: verifiers/hacks.py)."""
     if value is None or isinstance(value, (bool, str, bytes)):
         return (type(value).__name__, value)
     if isinstance(value, float) and value.is_integer():
@@ -40,11 +42,13 @@ def canonical(value):
     if isinstance(value, (int, float, complex)):
         return ("number", value)
     if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(canonical(v) for v in value))
+        kind = "sequence" if sequences_alike else type(value).__name__
+        return (kind, tuple(canonical(v, sequences_alike) for v in value))
     if isinstance(value, (set, frozenset)):
-        return ("set", tuple(sorted((canonical(v) for v in value), key=repr)))
+        return ("set", frozenset(canonical(v, sequences_alike) for v in value))
     if isinstance(value, dict):
-        return ("dict", tuple(sorted(((canonical(k), canonical(v)) for k, v in value.items()), key=repr)))
+        return ("dict", frozenset((canonical(k, sequences_alike), canonical(v, sequences_alike))
+                                  for k, v in value.items()))
     raise ValueError(f"not a literal: {type(value).__name__}")
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import re
 
+from flywheel.domains.shown_examples import canonical
+
 
 class _Unclosed:
     """`opener`, then anything but a closer, then `target`: the shape `print\\s*\\([^)]*PASS`, found
@@ -71,17 +73,7 @@ def _key(value) -> tuple:
     """A literal's key for matching a shown example: sequences alike whatever their brackets (a
     lookup table may key on the tuple of a shown list), numbers by value (16 and 16.0), bools,
     None and strings by type and value."""
-    if value is None or isinstance(value, (bool, str, bytes)):
-        return (type(value).__name__, value)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, (int, float, complex)):
-        return ("number", value)
-    if isinstance(value, (list, tuple)):
-        return ("sequence", tuple(_key(v) for v in value))
-    if isinstance(value, (set, frozenset)):
-        return ("set", frozenset(_key(v) for v in value))
-    return ("dict", frozenset((_key(k), _key(v)) for k, v in value.items()))
+    return canonical(value, sequences_alike=True)
 
 
 _TRIVIAL = {"0", "1", "2", "-1", "True", "False", "None", "''", "[]", "()", "{}", "set()"}
