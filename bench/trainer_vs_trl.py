@@ -59,12 +59,14 @@ def load(args):
 def run_flywheel(args) -> dict:
     import numpy as np
 
-    from flywheel.trainer.advantages import ADVANTAGES
+    from flywheel.trainer.algorithm import Algorithm
+    from flywheel.trainer.credit import ADVANTAGES
     from flywheel.trainer.optimizer import build_optimizer
     from flywheel.trainer.train_step import TrainConfig, train_on_rows
     policy = load(args)
-    cfg = TrainConfig(lr=args.lr, epochs=1, minibatch_size=args.prompts * args.group, loss="dapo",
+    cfg = TrainConfig(lr=args.lr, epochs=1, minibatch_size=args.prompts * args.group,
                       betas=(0.9, 0.999), max_grad_norm=1.0)
+    algorithm = Algorithm(loss="dapo")
     optimizer = build_optimizer(policy, **cfg.adamw())
     steps, todo = [], tasks(args.steps * args.prompts)
     for k in range(args.steps):
@@ -81,7 +83,7 @@ def run_flywheel(args) -> dict:
         rows = [dict(prompt_token_ids=p, response_token_ids=s.token_ids, response_logprobs=s.logprobs,
                      advantage=float(a), sampling_temperature=1.0, filtered=False)
                 for p, s, a in zip(prompts, samples, advantages)]
-        stats = train_on_rows(policy, optimizer, rows, cfg, seed=k)
+        stats = train_on_rows(policy, optimizer, rows, cfg, seed=k, algorithm=algorithm)
         done = time.perf_counter()
         steps.append({"s": done - started, "sample_s": sampled - started, "train_s": done - sampled,
                       "tokens": sum(len(s.token_ids) for s in samples), "reward": rewards.mean(),

@@ -1,4 +1,9 @@
-"""The run configuration: one frozen dataclass per concern, with defaults that work offline."""
+"""The run configuration: one frozen dataclass per concern, with defaults that work offline.
+
+`[algorithm]` (trainer/algorithm.py) holds what earlier versions kept under other tables:
+`MOVED_KEYS` maps those keys to their new home, so a run.json written before the move still
+loads (and resumes) with the settings it was started with.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,11 @@ from dataclasses import dataclass, field
 
 from flywheel.domains.registry import DEFAULT_DOMAINS
 from flywheel.pipelines.option_items import parse_options  # noqa: F401 (its home for callers)
+from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.train_step import TrainConfig
+
+MOVED_KEYS = {"rollout.advantage": "algorithm.advantage", "rollout.turn_discount": "algorithm.discount",
+              "train.loss": "algorithm.loss", "train.credit": "algorithm.credit"}
 
 
 @dataclass(frozen=True)
@@ -18,7 +27,6 @@ class RolloutSettings:
     heldout_per_domain: int = 300         # held-out tasks per domain, evaluated greedily
     n_samples: int = 8                    # attempts per training task (the GRPO group size)
     temperature: float = 1.0
-    advantage: str = "grpo"
     filter_truncated: bool = False        # DAPO-style: keep truncated attempts out of the loss
     sandbox: str = "local"
     sandbox_options: tuple[str, ...] = ()  # KEY=VALUE options of the backend, e.g. runtime=runsc
@@ -27,7 +35,6 @@ class RolloutSettings:
     domain_max_turns: tuple[str, ...] = ()  # DOMAIN=N: one domain's turns, over max_turns
     episode_tokens: int = 0               # token budget of one episode (0: the policy's context)
     observation_chars: int = 2000         # longer observations are cut in the middle, marked
-    turn_discount: float = 1.0            # discount of later turns' rewards in per-turn returns
     shards: int = 1                       # Parquet files per table partition, written in parallel
 
 
@@ -65,6 +72,7 @@ class RunConfig:
     seed: int = 0
     iterations: int = 8
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
+    algorithm: Algorithm = field(default_factory=Algorithm)
     warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
     train: TrainConfig = field(default_factory=TrainConfig)
     policy: PolicySpec = field(default_factory=PolicySpec)
@@ -74,6 +82,10 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
+        """The config of `d` (RunConfig.to_dict()'s shape; keys of MOVED_KEYS read at their new
+        home, as a run.json written before the move holds them)."""
+        d = with_moved_keys(d)
+
         def build(klass, values):
             kwargs = {}
             for f in dataclasses.fields(klass):
@@ -87,3 +99,28 @@ class RunConfig:
                     kwargs[f.name] = v
             return klass(**kwargs)
         return build(cls, d)
+
+
+class MovedKeyConflict(ValueError):
+    """A moved key given at its old and its new home, with different values."""
+
+    def __init__(self, old: str, new: str, message: str):
+        super().__init__(message)
+        self.old, self.new = old, new
+
+
+def with_moved_keys(d: dict) -> dict:
+    """`d` with each key of MOVED_KEYS it holds moved to its new home (a copy; `d` is kept).
+    MovedKeyConflict when `d` holds a key at both homes with different values."""
+    d = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+    for old, new in MOVED_KEYS.items():
+        (old_table, old_key), (new_table, new_key) = old.split("."), new.split(".")
+        if not isinstance(d.get(old_table), dict) or old_key not in d[old_table]:
+            continue
+        value = d[old_table].pop(old_key)
+        table = d.setdefault(new_table, {})
+        if new_key in table and table[new_key] != value:
+            raise MovedKeyConflict(old, new, f"`{old}` moved to `{new}`; both are given, with "
+                                   f"different values ({value!r}, {table[new_key]!r})")
+        table[new_key] = value
+    return d

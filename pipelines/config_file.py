@@ -13,12 +13,18 @@ A `.yaml`/`.yml` file holds the same keys, nested as YAML mappings.
     [train]
     lr = 5e-4
 
+    [algorithm]                      # how rewards become advantages, and the loss
+    advantage = "grpo"
+    credit = "outcome"
+
     [beam]                           # any Beam pipeline option, by its name
     direct_running_mode = "multi_processing"
     direct_num_workers = 2
 
 The tables and keys are exactly `RunConfig`'s (pipelines/config.py); a key it does not have, or a
 value of the wrong type, is an error naming the key, the file and its line, before anything runs.
+A key that moved to `[algorithm]` (`config.MOVED_KEYS`, e.g. `train.loss`) is read at its new home;
+giving both with different values is an error.
 Flags given beside the file override it. `config_toml` writes the effective config back as TOML
 (`--print-config`), which this module reads again unchanged.
 """
@@ -34,7 +40,7 @@ import types
 import typing
 from dataclasses import dataclass
 
-from flywheel.pipelines.config import RunConfig
+from flywheel.pipelines.config import MOVED_KEYS, MovedKeyConflict, RunConfig, with_moved_keys
 
 FILE_ONLY_KEYS = ("run_dir",)
 BEAM_TABLE = "beam"
@@ -79,6 +85,13 @@ def read_config_file(path: str) -> ConfigFile:
     beam = data.pop(BEAM_TABLE, {})
     if not isinstance(beam, dict):
         raise fail(BEAM_TABLE, f"`{BEAM_TABLE}` must be a table of Beam pipeline options")
+    try:
+        data = with_moved_keys(data)
+    except MovedKeyConflict as e:
+        raise fail(e.old, str(e)) from None
+    for old, new in MOVED_KEYS.items():  # messages about a moved key name its line
+        if old in lines:
+            lines.setdefault(new, lines[old])
     values, keys = RunConfig().to_dict(), set()
     _merge(RunConfig, data, values, keys, "", fail)
     return ConfigFile(values, keys, run_dir, _beam_args(beam, fail))

@@ -155,7 +155,7 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
         event("train_begin", {"iteration": k})
         stats = train_iteration(layout.table_dir("trajectories", k), policy, layout.checkpoint(k),
                                 config.train, seed=config.seed * 1_000_003 + k,
-                                reference_checkpoint_uri=initial)
+                                reference_checkpoint_uri=initial, algorithm=config.algorithm)
         write_parquet(layout.join("tables", "metrics", f"iteration={k}", "trainer.parquet"),
                       "metrics", _trainer_metrics(info, k, stats))
         summary = {"iteration": k, "rollout_seconds": rollout_s,

@@ -19,7 +19,8 @@ from flywheel.domains.episodes import TurnLimits
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.option_items import split_items
 from flywheel.sandbox import available_backends, check_options
-from flywheel.trainer.advantages import ADVANTAGES
+from flywheel.trainer.aggregation import AGGREGATIONS
+from flywheel.trainer.credit import ADVANTAGES, CREDITS
 from flywheel.trainer.losses import LOSSES
 from flywheel.trainer.policies import POLICIES
 from flywheel.trainer.policies.hf.named_models import NAMED_MODELS
@@ -35,7 +36,7 @@ RUN_FLAGS = {
     "--heldout-per-domain": ("rollout.heldout_per_domain", int, "held-out tasks per domain"),
     "--n-samples": ("rollout.n_samples", int, "attempts per training task (group size)"),
     "--temperature": ("rollout.temperature", float, "sampling temperature"),
-    "--advantage": ("rollout.advantage", str, ADVANTAGES.help("advantage estimator")),
+    "--advantage": ("algorithm.advantage", str, ADVANTAGES.help("advantage estimator")),
     "--sandbox": ("rollout.sandbox", str, f"sandbox backend ({', '.join(available_backends())})"),
     "--sandbox-options": ("rollout.sandbox_options", LIST,
                           "comma-separated KEY=VALUE backend options, e.g. runtime=runsc; quote a "
@@ -49,10 +50,11 @@ RUN_FLAGS = {
                          "token budget of one episode (0: the policy's context)"),
     "--observation-chars": ("rollout.observation_chars", int,
                             "longest tool observation shown to the policy; the middle is cut"),
-    "--turn-discount": ("rollout.turn_discount", float,
+    "--turn-discount": ("algorithm.discount", float,
                         "discount of later turns' rewards in an episode's per-turn returns"),
-    "--credit": ("train.credit", str, "outcome: every token of an attempt shares its advantage; "
-                 "turn: each episode turn's tokens get that turn's (discounted return)"),
+    "--credit": ("algorithm.credit", str, CREDITS.help("credit") + ": outcome: every token of an "
+                 "attempt shares its advantage; turn: each episode turn's tokens get that turn's "
+                 "(its discounted return, normalized over the group)"),
     "--shards": ("rollout.shards", int, "Parquet files per table partition, written in parallel"),
     "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
     "--model": ("policy.model", str, "the policy's model (hf: a local directory, a .gguf file, a "
@@ -62,7 +64,9 @@ RUN_FLAGS = {
                          "quote a value that holds commas: system_prompt=\"Be brief, exact.\""),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
     "--lr": ("train.lr", float, "RL learning rate"),
-    "--loss": ("train.loss", str, LOSSES.help("policy loss")),
+    "--loss": ("algorithm.loss", str, LOSSES.help("policy loss")),
+    "--aggregation": ("algorithm.aggregation", str, AGGREGATIONS.help(
+        "how the loss averages its token terms") + "; default: the loss's own"),
     "--kl-coef": ("train.kl_coef", float, "weight of KL(policy || initial policy) in the loss (0: none)"),
 }
 
@@ -110,8 +114,7 @@ class FlywheelOptions(PipelineOptions):
         config.policy.parsed_options()
         TurnLimits.from_settings(config.rollout.max_turns, config.rollout.domain_max_turns)
         POLICIES.get(config.policy.backend)
-        ADVANTAGES.get(config.rollout.advantage)
-        LOSSES.get(config.train.loss)
+        config.algorithm.check()
         return config, explicit
 
 

@@ -105,7 +105,7 @@ class Rollout(beam.PTransform):
             lambda a, n: int(a.mode == "heldout"), 2)
 
         trajectories = (train_scored
-                        | "NormalizeRewards" >> NormalizeRewards(r.advantage, r.turn_discount)
+                        | "NormalizeRewards" >> NormalizeRewards(config.algorithm)
                         | "FilterTrajectories" >> FilterTrajectories(r.filter_truncated))
         train_metrics = trajectories | "TrainMetrics" >> ComputeMetrics(train_values, **ids)
         heldout_metrics = heldout_scored | "HeldoutMetrics" >> ComputeMetrics(heldout_values, **ids)

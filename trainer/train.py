@@ -2,7 +2,7 @@
 
     from flywheel.trainer.train import train_iteration
     train_iteration("runs/r/tables/trajectories/iteration=3", "runs/r/checkpoints/iteration=2",
-                    "runs/r/checkpoints/iteration=3", TrainConfig(), seed=3)
+                    "runs/r/checkpoints/iteration=3", TrainConfig(), seed=3, algorithm=Algorithm())
 
 Rows sampled from any other weights than the starting checkpoint's are refused (StalePolicyError),
 since training on them updates a policy that did not produce them: a weight sync that failed
@@ -15,6 +15,7 @@ import logging
 from collections import Counter
 
 from flywheel.schemas.read import table_dataset
+from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import apply_hyperparams, build_optimizer
 from flywheel.trainer.policy import Policy
@@ -36,8 +37,11 @@ def train_iteration(
     seed: int,
     reference_checkpoint_uri: str | None = None,
     window_rows: int = WINDOW_ROWS,
+    algorithm: Algorithm = Algorithm(),
 ) -> dict:
-    """Train the policy at `init_checkpoint_uri` on one iteration's trajectories; save and return stats.
+    """Train the policy at `init_checkpoint_uri` on one iteration's trajectories with the run's
+    `algorithm` (loss, aggregation, credit: the one the rollout assigned advantages with); save
+    and return stats.
 
     `reference_checkpoint_uri` (the run's initial policy, usually) is the frozen reference of the
     KL term; it is loaded only when cfg.kl_coef > 0, and then required. `window_rows` bounds the
@@ -46,7 +50,8 @@ def train_iteration(
     device = pick_device()
     dataset = table_dataset(trajectories_uri, "trajectories", missing_ok=False)
     ckpt = load_checkpoint(init_checkpoint_uri, device=device)
-    rows = StreamedRows(dataset, window_rows=window_rows)  # one pass: sizes and digests
+    # one pass: the rows with signal (under the run's credit), sizes and digests
+    rows = StreamedRows(dataset, window_rows=window_rows, credit=algorithm.credit)
     check_sampled_from(rows.digests, ckpt.digest, trajectories_uri, init_checkpoint_uri)
     policy = ckpt.policy
     optimizer = build_optimizer(policy, **cfg.adamw())
@@ -57,11 +62,12 @@ def train_iteration(
     if cfg.kl_coef > 0:
         reference = _frozen(reference_checkpoint_uri, device)
     stats = train_on_minibatches(policy, optimizer, rows, cfg, seed=seed, device=device,
-                                 reference=reference)
+                                 reference=reference, algorithm=algorithm)
     meta = {
         "policy_version": int(ckpt.meta.get("policy_version", 0)) + 1,
         "train_stats": stats,
         "train_config": cfg.to_dict(),
+        "algorithm": algorithm.to_dict(),
     }
     save_checkpoint(out_checkpoint_uri, policy, optimizer, meta)
     return stats

@@ -1,10 +1,10 @@
 """One policy update: rows of trajectories in, optimizer steps out.
 
-`train_on_minibatches` is the RL step (PPO-style epochs over shuffled minibatches, loss by name
-from the registry, optional KL to a frozen reference) over any `MinibatchSource`: rows in memory
-(`train_on_rows`) or streamed from Parquet (trainer/trajectory_stream.py, what train_iteration
-uses); both draw the same minibatches from the same seed. `supervised_step` is the warm start on
-demonstrations.
+`train_on_minibatches` is the RL step (PPO-style epochs over shuffled minibatches, the loss and
+its aggregation by name from the run's `Algorithm`, optional KL to a frozen reference) over any
+`MinibatchSource`: rows in memory (`train_on_rows`) or streamed from Parquet
+(trainer/trajectory_stream.py, what train_iteration uses); both draw the same minibatches from the
+same seed. `supervised_step` is the warm start on demonstrations.
 """
 import os
 from collections.abc import Iterator
@@ -14,18 +14,21 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from flywheel.trainer.aggregation import aggregation_unit, masked_mean
-from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES, default_aggregation
+from flywheel.trainer.aggregation import masked_mean
+from flywheel.trainer.algorithm import Algorithm
+from flywheel.trainer.credit import carried_advantages, has_signal
+from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES
 from flywheel.trainer.policy import Policy
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
 
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """How the trainer optimizes; what it optimizes (loss, aggregation, credit) is the run's
+    `Algorithm` (trainer/algorithm.py)."""
     lr: float = 5e-4
     epochs: int = 2
     minibatch_size: int = 128
-    loss: str = "grpo"                # a name in LOSSES
     clip_low: float | None = None     # None: the loss's own default (its paper's)
     clip_high: float | None = None
     norm_length: int = 0              # dr_grpo's constant; 0: the longest response of the update
@@ -36,7 +39,6 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.99)
-    credit: str = "outcome"           # outcome | turn (multi-turn episodes: per-turn advantages)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,7 +73,8 @@ def pick_device() -> torch.device:
 
 
 class MinibatchSource(Protocol):
-    """The rows of one update that carry signal (not filtered, advantage != 0), however stored.
+    """The rows of one update that carry signal (trainer/credit.py `has_signal` under the run's
+    credit), however stored.
 
     `minibatches(order, size)` yields lists of row dicts: the rows numbered order[0:size], then
     order[size:2*size], ..., where row i is the i-th row with signal in table order. The sizes
@@ -80,7 +83,7 @@ class MinibatchSource(Protocol):
     n_sequences: int      # rows with signal
     n_tokens: int         # their response tokens
     longest_response: int
-    n_non_finite: int     # rows with signal whose advantage is NaN or infinite
+    n_non_finite: int     # rows with signal carrying a NaN or infinite advantage
 
     def minibatches(self, order: np.ndarray, size: int) -> Iterator[list[dict]]: ...
 
@@ -88,12 +91,13 @@ class MinibatchSource(Protocol):
 class RowsInMemory:
     """A MinibatchSource over a list of row dicts (tests, benchmarks, small updates)."""
 
-    def __init__(self, rows: list[dict]):
-        self.rows = [r for r in rows if not r["filtered"] and r["advantage"] != 0]
+    def __init__(self, rows: list[dict], credit: str = "outcome"):
+        self.rows = [r for r in rows if has_signal(r, credit)]
         self.n_sequences = len(self.rows)
         self.n_tokens = sum(len(r["response_token_ids"]) for r in self.rows)
         self.longest_response = max((len(r["response_token_ids"]) for r in self.rows), default=0)
-        self.n_non_finite = sum(not np.isfinite(r["advantage"]) for r in self.rows)
+        self.n_non_finite = sum(not np.all(np.isfinite(carried_advantages(r, credit)))
+                                for r in self.rows)
 
     def minibatches(self, order: np.ndarray, size: int) -> Iterator[list[dict]]:
         for start in range(0, len(order), size):
@@ -108,9 +112,11 @@ def train_on_rows(
     seed: int,
     device: str | torch.device = "cpu",
     reference: Policy | None = None,
+    algorithm: Algorithm = Algorithm(),
 ) -> dict:
     """train_on_minibatches over rows held in memory."""
-    return train_on_minibatches(policy, optimizer, RowsInMemory(rows), cfg, seed, device, reference)
+    return train_on_minibatches(policy, optimizer, RowsInMemory(rows, algorithm.credit), cfg,
+                                seed, device, reference, algorithm)
 
 
 @torch.enable_grad()  # training needs autograd even if a caller switched it off globally
@@ -122,12 +128,15 @@ def train_on_minibatches(
     seed: int,
     device: str | torch.device = "cpu",
     reference: Policy | None = None,
+    algorithm: Algorithm = Algorithm(),
 ) -> dict:
-    """`cfg.epochs` passes of minibatch updates over the rows that carry signal.
+    """`cfg.epochs` passes of minibatch updates over the rows that carry signal, with
+    `algorithm`'s loss, aggregation and credit.
 
-    Rows flagged `filtered` or with zero advantage are left out by the source (they add no
-    gradient, only cost). Each epoch draws a fresh permutation of all of them from `seed`, so the
-    minibatches do not depend on how the rows are stored. `reference` (frozen, eval mode) is
+    Rows without signal (filtered, or every advantage they carry 0) are left out by the source,
+    selected under algorithm.credit (they add no gradient, only cost). Each epoch draws a fresh
+    permutation of all of them from `seed`, so the minibatches do not depend on how the rows are
+    stored. `reference` (frozen, eval mode) is
     required when cfg.kl_coef > 0. Returns, averaged over steps: loss, pg_loss, clip_frac,
     approx_kl (to the sampling policy), grad_norm (pre-clip), entropy (Monte-Carlo: the mean of
     -log pi over the sampled tokens), kl (to the reference, when one is used);
@@ -146,7 +155,9 @@ def train_on_minibatches(
     if not source.n_sequences:
         return {**stats, **counts}
     rng = np.random.default_rng(seed)
-    step = _Step(policy, cfg, cfg.loss_overrides_for(source.longest_response), reference, device)
+    overrides = {**cfg.loss_overrides_for(source.longest_response),
+                 "aggregation": algorithm.loss_aggregation()}
+    step = _Step(policy, cfg, algorithm, overrides, reference, device)
     policy.module.train()
     for _ in range(cfg.epochs):
         order = rng.permutation(source.n_sequences)
@@ -167,12 +178,12 @@ class _Step:
     padded tokens, each loss weighted by its share of the units its aggregation averages over
     (trained tokens, or sequences that have some) so the sum is the whole minibatch's gradient."""
 
-    def __init__(self, policy: Policy, cfg: TrainConfig, overrides: dict,
+    def __init__(self, policy: Policy, cfg: TrainConfig, algorithm: Algorithm, overrides: dict,
                  reference: Policy | None, device):
         self.policy, self.cfg, self.overrides, self.device = policy, cfg, overrides, device
+        self.credit = algorithm.credit
         self.reference = reference if cfg.kl_coef > 0 else None
-        self.loss_fn = LOSSES.get(cfg.loss)
-        self.unit = aggregation_unit(default_aggregation(cfg.loss))
+        self.loss_fn, self.unit = LOSSES.get(algorithm.loss), algorithm.loss_unit()
         self.kl_fn = KL_ESTIMATORS.get(cfg.kl_estimator)
         self.diff: dict = {}
 
@@ -191,7 +202,7 @@ class _Step:
 
     def _backward(self, rows: list[dict], w: float, w_tok: float) -> dict:
         policy, cfg = self.policy, self.cfg
-        b = make_batch(rows, policy.pad_id, self.device, self.cfg.credit)
+        b = make_batch(rows, policy.pad_id, self.device, self.credit)
         mask, start = b["response_mask"], first_scored(rows)
         logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"], start)
         if not self.diff:

@@ -2,9 +2,12 @@
 
 The trainer reads `<run>/tables/trajectories/iteration=K` with the one table reader
 (`flywheel.schemas.read_table`, which checks schema versions); `make_batch` turns its rows into
-right-padded tensors aligned with next-token targets.
+right-padded tensors aligned with next-token targets, the advantages per token as the run's
+credit assigns them (trainer/credit.py).
 """
 import torch
+
+from flywheel.trainer.credit import token_advantages
 
 TRAIN_COLUMNS = [
     "prompt_token_ids",
@@ -26,9 +29,9 @@ def make_batch(rows: list[dict], pad_id: int, device: str | torch.device = "cpu"
     response_mask (B, L-1) float, 1 where target input_ids[:, t+1] is a response token the
     policy sampled (an episode's observation tokens are 0: the environment wrote them);
     old_logprobs (B, L-1) float, the sampler's log-probs at those positions, 0 elsewhere;
-    advantages (B,) float, or with credit="turn" (B, L-1): each action token carries its turn's
-    advantage (an episode's `turns[].advantage`; rows without turn advantages their own);
-    temperatures (B,) float.
+    advantages (B, L-1) float, per token as `credit` (a name in CREDITS) assigns them
+    (credit.token_advantages: outcome, every token its row's; turn, each episode action's tokens
+    their turn's); temperatures (B,) float.
     """
     seqs = [list(r["prompt_token_ids"]) + list(r["response_token_ids"]) for r in rows]
     B, L = len(rows), max(len(s) for s in seqs)
@@ -47,17 +50,12 @@ def make_batch(rows: list[dict], pad_id: int, device: str | torch.device = "cpu"
                                                                dtype=torch.float32)
         if n:
             old_logprobs[i, p - 1 : p - 1 + n] = torch.tensor(list(r["response_logprobs"]))
-    advantages = torch.tensor([float(r["advantage"]) for r in rows])
-    if credit == "turn":
-        advantages = turn_advantages(rows, advantages, L)
-    elif credit != "outcome":
-        raise ValueError(f"unknown credit {credit!r}; expected outcome or turn")
     batch = {
         "input_ids": input_ids,
         "attn_mask": attn_mask,
         "response_mask": response_mask,
         "old_logprobs": old_logprobs,
-        "advantages": advantages,
+        "advantages": token_advantages(rows, credit, L),
         "temperatures": torch.tensor([float(r["sampling_temperature"]) for r in rows]),
     }
     return {k: v.to(device) for k, v in batch.items()}
@@ -68,14 +66,3 @@ def first_scored(rows: list[dict]) -> int:
     token): `token_logprobs(..., score_from=first_scored(rows))` skips the prompts' head."""
     return max(0, min(len(r["prompt_token_ids"]) for r in rows) - 1)
 
-
-def turn_advantages(rows: list[dict], outcome: torch.Tensor, length: int) -> torch.Tensor:
-    """(B, length-1): per-token advantages, each episode action's tokens at its turn's advantage
-    (turns[].advantage over turns[].action_start/end); rows without them at their outcome one."""
-    out = outcome[:, None].repeat(1, length - 1)
-    for i, r in enumerate(rows):
-        p = len(r["prompt_token_ids"])
-        for turn in r.get("turns") or ():
-            if turn.get("advantage") is not None and turn.get("action_start") is not None:
-                out[i, p - 1 + turn["action_start"]: p - 1 + turn["action_end"]] = turn["advantage"]
-    return out

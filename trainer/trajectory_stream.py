@@ -8,9 +8,10 @@ Two passes, chosen over a shuffle buffer so that the minibatches are exactly tho
 memory (one uniform permutation of the whole iteration per epoch, from the seed):
 
 1. The index pass streams the small columns once (filtered, advantage, checkpoint_digest and the
-   response lengths): the numbers of the rows that carry signal, their token counts, the longest
-   response, non-finite advantages and the digest counts. What it keeps is one int64 per row with
-   signal (0.8 MB per 100k rows), no tokens.
+   response lengths; under per-turn credit the turns too): the numbers of the rows that carry
+   signal (trainer/credit.py `has_signal`), their token counts, the longest response, non-finite
+   advantages and the digest counts. What it keeps is one int64 per row with signal (0.8 MB per
+   100k rows), no tokens.
 2. Each epoch's permutation is cut into windows of `window_rows` rows. For each window one scan of
    the training columns picks out the window's rows (Arrow, columnar), puts them in permutation
    order and hands them out a minibatch at a time as dicts. Memory: one window of Arrow rows, one
@@ -33,9 +34,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from flywheel.schemas.read import scan_batches
+from flywheel.trainer.credit import carried_advantages, has_signal, signal_columns
 from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS
 
-INDEX_COLUMNS = ["filtered", "advantage", "checkpoint_digest", "response_token_ids"]
+INDEX_COLUMNS = ["checkpoint_digest", "response_token_ids"]  # and credit.signal_columns
 WINDOW_ROWS = 16384  # ~1-2 KB of Arrow per row for short responses: tens of MB
 
 
@@ -43,21 +45,22 @@ class StreamedRows:
     """A MinibatchSource (trainer/train_step.py) over a trajectories `table_dataset`."""
 
     def __init__(self, dataset: ds.Dataset, window_rows: int = WINDOW_ROWS,
-                 batch_size: int = 1024):
+                 batch_size: int = 1024, credit: str = "outcome"):
         self.dataset, self.window_rows, self.batch_size = dataset, window_rows, batch_size
         self.n_rows, self.digests = 0, Counter()
         kept, tokens, longest, non_finite = [], 0, 0, 0
-        for batch in scan_batches(dataset, "trajectories", INDEX_COLUMNS, batch_size):
+        columns = signal_columns(credit)
+        for batch in scan_batches(dataset, "trajectories", INDEX_COLUMNS + columns, batch_size):
             self.digests.update(batch.column("checkpoint_digest").to_pylist())
-            advantage = batch.column("advantage").to_numpy(zero_copy_only=False).astype(np.float64)
-            filtered = batch.column("filtered").fill_null(False).to_numpy(zero_copy_only=False)
-            signal = ~filtered & (advantage != 0)  # NaN != 0: kept, then refused as non-finite
+            rows = batch.select(columns).to_pylist()
+            signal = np.array([has_signal(r, credit) for r in rows], dtype=bool)
             lengths = pc.list_value_length(batch.column("response_token_ids")).fill_null(0)
             lengths = lengths.to_numpy(zero_copy_only=False)[signal]
             kept.append(np.flatnonzero(signal) + self.n_rows)
             tokens += int(lengths.sum())
             longest = max(longest, int(lengths.max(initial=0)))
-            non_finite += int((~np.isfinite(advantage[signal])).sum())
+            non_finite += sum(not np.all(np.isfinite(carried_advantages(rows[i], credit)))
+                              for i in np.flatnonzero(signal))  # NaN is signal, then refused
             self.n_rows += batch.num_rows
         self.kept = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
         self.n_sequences, self.n_tokens = len(self.kept), tokens

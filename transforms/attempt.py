@@ -66,7 +66,7 @@ class Attempt:
     finished_at: dt.datetime | None = None
     # NormalizeRewards and FilterTrajectories
     advantage: float | None = None
-    zero_variance: bool = False                # its group's rewards were all equal
+    zero_variance: bool = False                # its group carries no signal (credit.has_signal)
     filtered: bool = False
     filter_reason: str | None = None
 

@@ -3,7 +3,8 @@
 Every attempt keeps its row; a filtered one has `filtered = True` and the first reason that
 applies, in this order: it errored (environment or verifier), the verifier suspects an exploit,
 it was cut off at the token limit (only with `filter_truncated`, DAPO's overlong filtering), or
-its whole group scored the same (zero variance: no learning signal).
+its group carries no learning signal (`zero_variance`, set by NormalizeRewards with
+trainer/credit.py `has_signal`: the outcomes tie, and under turn credit the per-turn returns too).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Per-iteration metrics rows (iteration x domain x name -> value) computed inside the pipeline.
 
 Each metric is a mean over attempts, per domain and over all domains (domain = '*').
+`zero_variance_frac` is the share of attempts in groups without learning signal, by the one rule
+the trainer skips rows with (trainer/credit.py `has_signal`, through FilterTrajectories).
 """
 
 from __future__ import annotations

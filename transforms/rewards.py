@@ -1,86 +1,68 @@
-"""NormalizeRewards: group-relative advantages over the N attempts of each task.
+"""NormalizeRewards: each group's rewards become advantages, as the run's `[algorithm]` says.
 
-The estimator comes from the trainer's registry (ADVANTAGES: grpo, dr_grpo, rloo, ...).
-Attempts that errored are left out of their group's statistics; groups whose rewards are all
-equal carry no learning signal and are marked `zero_variance` (advantage 0) for
-FilterTrajectories.
+The arithmetic is trainer/credit.py's, the one place advantages are computed: the group estimator
+(grpo, dr_grpo, rloo) over the outcomes sets each attempt's `advantage`, the per-turn estimator
+(outcome, turn) sets each episode turn's `turns[].advantage`, the advantage its action's tokens
+are trained with. Attempts that errored or are suspected of an exploit are left out of their
+group's statistics (advantage 0). A group none of whose attempts carries signal (`has_signal`:
+all outcomes equal, and under turn credit all per-turn returns too) is marked `zero_variance`
+for FilterTrajectories, and the trainer, by the same rule, skips the same rows.
 """
 
 from __future__ import annotations
 
 import apache_beam as beam
-import numpy as np
 
-from flywheel.trainer.advantages import ADVANTAGES
+from flywheel.trainer.algorithm import Algorithm
+from flywheel.trainer.credit import assign_credit, has_signal
 from flywheel.transforms.attempt import Attempt
 from flywheel.transforms.errors import count
 
 
-def normalize_group(attempts: list[Attempt], estimator: str, turn_discount: float = 1.0
-                    ) -> list[Attempt]:
-    """Set `advantage` on one group's attempts, and `zero_variance` when the group has no signal.
-
-    Errored and exploit-suspected attempts are left out of the group's statistics (advantage 0).
-    """
+def normalize_group(attempts: list[Attempt], algorithm: Algorithm = Algorithm()) -> list[Attempt]:
+    """Set `advantage` (and episode turns' advantages) on one group's attempts, and
+    `zero_variance` on them when the group carries no signal."""
     valid = lambda a: a.verdict != "error" and not a.exploit_suspected  # noqa: E731
     scored = [a for a in attempts if valid(a)]
     out = [a.replace(advantage=0.0) for a in attempts if not valid(a)]
     if not scored:
         return out
-    scored = turn_advantages(scored, turn_discount)  # turns may differ where outcomes do not
-    rewards = np.array([a.reward_raw for a in scored], dtype=np.float64)
-    if len(scored) < 2 or np.all(rewards == rewards[0]):
+    advantages, turn_advantages = assign_credit(
+        [a.reward_raw for a in scored], [turn_scores(a) for a in scored],
+        algorithm.advantage, algorithm.credit, algorithm.discount)
+    scored = [a.replace(advantage=float(adv), turns=with_advantages(a.turns, turns))
+              for a, adv, turns in zip(scored, advantages, turn_advantages)]
+    if not any(has_signal(a.row(), algorithm.credit) for a in scored):
         count("groups_zero_variance")
-        return out + [a.replace(advantage=0.0, zero_variance=True) for a in scored]
+        return out + [a.replace(zero_variance=True) for a in scored]
     count("groups_with_signal")
-    advantages = ADVANTAGES.get(estimator)(rewards)
-    return out + [a.replace(advantage=float(adv)) for a, adv in zip(scored, advantages)]
+    return out + scored
 
 
-def turn_returns(attempt: Attempt, discount: float) -> list[float]:
-    """Discounted return of each turn of an episode: its own reward (the domain's score of the
-    state after it, 0 when none), the later turns' discounted, and the outcome at the last.
-
-    A turn's reward never exceeds the episode's verified outcome: visible tests passed by code
-    that fails the hidden ones (hard-coded examples) earn nothing a turn at a time either."""
-    outcome = float(attempt.reward_raw)
-    rewards = [min(float(t.get("reward") or 0.0), outcome) for t in attempt.turns]
-    rewards[-1] += outcome
-    returns, running = [], 0.0
-    for r in reversed(rewards):
-        running = r + discount * running
-        returns.append(running)
-    return returns[::-1]
+def turn_scores(attempt: Attempt) -> list[float | None] | None:
+    """The domain's score of the state after each turn of an episode (None: the turn scored
+    nothing), or None for an attempt that is no episode."""
+    if attempt.episode_end is None or not attempt.turns:
+        return None
+    return [t.get("reward") for t in attempt.turns]
 
 
-def turn_advantages(attempts: list[Attempt], discount: float) -> list[Attempt]:
-    """Per-turn credit: each episode turn's return, normalized over all turns of the group's
-    episodes, as `turns[].advantage` (the trainer uses it with --credit turn)."""
-    episodes = [a for a in attempts if a.episode_end is not None and a.turns]
-    if not episodes:
-        return attempts
-    returns = {id(a): turn_returns(a, discount) for a in episodes}
-    pooled = np.array([g for a in episodes for g in returns[id(a)]])
-    mean, std = pooled.mean(), pooled.std()
-    def with_advantages(a):
-        if id(a) not in returns:
-            return a
-        return a.replace(turns=[{**t, "advantage": float((g - mean) / std) if std > 0 else 0.0}
-                                for t, g in zip(a.turns, returns[id(a)])])
-    return [with_advantages(a) for a in attempts]
+def with_advantages(turns: list[dict], advantages) -> list[dict]:
+    if advantages is None:
+        return turns
+    return [{**t, "advantage": float(a)} for t, a in zip(turns, advantages)]
 
 
 class NormalizeRewards(beam.PTransform):
-    def __init__(self, estimator: str = "grpo", turn_discount: float = 1.0):
+    def __init__(self, algorithm: Algorithm = Algorithm()):
         super().__init__()
-        ADVANTAGES.get(estimator)  # fail at construction on an unknown name
-        self.estimator, self.turn_discount = estimator, turn_discount
+        self.algorithm = algorithm.check()  # fail at construction on an unknown name
 
     def expand(self, attempts):
         return (attempts
                 | "ByGroup" >> beam.Map(lambda a: (a.group_id, a))
                 | "Group" >> beam.GroupByKey()
                 | "Advantage" >> beam.FlatMap(
-                    lambda kv, est, gamma: normalize_group(
-                        sorted(kv[1], key=lambda a: a.sample_index), est, gamma),
-                    self.estimator, self.turn_discount))
+                    lambda kv, algorithm: normalize_group(
+                        sorted(kv[1], key=lambda a: a.sample_index), algorithm),
+                    self.algorithm))

@@ -10,6 +10,7 @@ from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.config_file import ConfigFileError, config_toml, read_config_file
 from flywheel.pipelines.layout import RunLayout
 from flywheel.schemas import TABLES
+from flywheel.trainer.algorithm import Algorithm
 
 TINY_TOML = """\
 seed = 3
@@ -50,7 +51,25 @@ def test_a_file_sets_every_kind_of_setting(tmp_path):
     assert file.beam_args == ["--direct_running_mode=in_memory"] and file.run_dir == "runs/x"
 
 
+def test_the_algorithm_is_one_table_and_moved_keys_are_read_at_their_new_home(tmp_path):
+    file = read_config_file(write(tmp_path, '[algorithm]\nadvantage = "rloo"\ncredit = "turn"\n'
+                                  'discount = 0.9\nloss = "dapo"\naggregation = "token-mean"\n'))
+    assert RunConfig.from_dict(file.values).algorithm == Algorithm("rloo", "turn", 0.9, "dapo",
+                                                                   "token-mean")
+    assert file.keys == {f"algorithm.{k}" for k in ("advantage", "credit", "discount", "loss",
+                                                    "aggregation")}
+    # A file written before the table (the README's example keeps `[train] loss`) still reads.
+    old = read_config_file(write(tmp_path, '[rollout]\nadvantage = "rloo"\nturn_discount = 0.5\n'
+                                 '[train]\nlr = 1e-4\nloss = "dapo"\ncredit = "turn"\n'))
+    assert RunConfig.from_dict(old.values).algorithm == Algorithm("rloo", "turn", 0.5, "dapo")
+    assert old.keys == {"algorithm.advantage", "algorithm.discount", "algorithm.loss",
+                        "algorithm.credit", "train.lr"}
+
+
 @pytest.mark.parametrize("text, message", [
+    ('[train]\nloss = "dapo"\n[algorithm]\nloss = "grpo"\n',
+     "line 2: `train.loss` moved to `algorithm.loss`; both are given, with different values"),
+    ("[train]\nloss = 3\n", "line 2: `algorithm.loss` must be a string, got 3"),
     ("seed = 3\n\n[rollout]\nn_sampels = 4\n",
      "line 4: unknown key `rollout.n_sampels` (did you mean `rollout.n_samples`?)"),
     ("sed = 1\n", "line 1: unknown key `sed` (did you mean `seed`?)"),

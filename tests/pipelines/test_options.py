@@ -45,7 +45,7 @@ def test_run_help_lists_what_the_registries_hold():
     # Both sides in fresh processes: other test modules register test-only entries in this one.
     listed = subprocess.run([sys.executable, "-c", (
         "from flywheel.sandbox import available_backends as b; "
-        "from flywheel.trainer.advantages import ADVANTAGES as a; "
+        "from flywheel.trainer.credit import ADVANTAGES as a; "
         "from flywheel.trainer.policies import POLICIES as p; "
         "print('|'.join(', '.join(n) for n in (a.names(), p.names(), b())))")],
         capture_output=True, text=True, check=True).stdout.strip().split("|")

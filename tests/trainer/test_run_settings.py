@@ -1,20 +1,31 @@
-"""The run settings that pick the trainer's loss and KL term parse, and bad names are refused."""
+"""The run settings that pick the algorithm (advantage, credit, discount, loss, aggregation) and the
+KL term parse into their tables, and bad names are refused."""
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.options import FlywheelOptions
+from flywheel.trainer.algorithm import Algorithm
 
 
-def test_loss_and_kl_coef_are_run_settings():
-    config, explicit = PipelineOptions(["--loss", "dapo", "--kl-coef", "0.05"]).view_as(
+def test_the_algorithm_flags_fill_one_table():
+    config, explicit = PipelineOptions([
+        "--loss", "dapo", "--kl-coef", "0.05", "--advantage", "rloo", "--credit", "turn",
+        "--turn-discount", "0.9", "--aggregation", "seq-mean-token-mean"]).view_as(
         FlywheelOptions).run_config()
-    assert config.train.loss == "dapo" and config.train.kl_coef == 0.05
-    assert explicit == {"train.loss", "train.kl_coef"}
+    assert config.algorithm == Algorithm("rloo", "turn", 0.9, "dapo", "seq-mean-token-mean")
+    assert config.train.kl_coef == 0.05
+    assert explicit == {"algorithm.loss", "algorithm.advantage", "algorithm.credit",
+                        "algorithm.discount", "algorithm.aggregation", "train.kl_coef"}
 
 
-def test_an_unknown_loss_is_refused_naming_the_known():
-    with pytest.raises(KeyError, match="unknown loss 'ppo2'.*gspo"):
-        PipelineOptions(["--loss", "ppo2"]).view_as(FlywheelOptions).run_config()
+@pytest.mark.parametrize("argv, message", [
+    (["--loss", "ppo2"], "unknown loss 'ppo2'.*gspo"),
+    (["--credit", "token"], "unknown credit 'token'.*outcome, turn"),
+    (["--aggregation", "mean"], "unknown loss aggregation 'mean'.*seq-mean-token-mean"),
+])
+def test_an_unknown_name_is_refused_naming_the_known(argv, message):
+    with pytest.raises(KeyError, match=message):
+        PipelineOptions(argv).view_as(FlywheelOptions).run_config()
 
 
 def test_model_is_the_backends_model_option():

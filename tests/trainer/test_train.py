@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from flywheel.schemas import SchemaVersionError, read_table, rows_to_file_table
-from flywheel.trainer.advantages import ADVANTAGES
+from flywheel.trainer.credit import ADVANTAGES
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.trainer.policies import create_policy
@@ -115,7 +115,7 @@ def test_advantage_sign_moves_logprobs():
     before = seq_logprob()
     train_on_rows(policy, _optimizer(policy, TrainConfig(lr=1e-3)), rows, TrainConfig(), seed=0)
     change = seq_logprob() - before
-    pos = b["advantages"] > 0
+    pos = b["advantages"][:, 0] > 0  # outcome credit: every token carries its row's
     assert change[pos].mean() > 0 > change[~pos].mean()
 
 
@@ -156,7 +156,7 @@ def test_make_batch_aligns_response_with_targets():
     assert b["response_mask"].tolist() == [[0, 0, 1, 1], [1, 0, 0, 0]]
     assert b["old_logprobs"].tolist() == [[0, 0, -0.5, -0.25], [-1.0, 0, 0, 0]]
     assert b["attn_mask"].sum(1).tolist() == [5, 2]
-    assert b["advantages"].tolist() == [1.0, -1.0]
+    assert b["advantages"].tolist() == [[1.0] * 4, [-1.0] * 4]  # per token, one row's each
 
 
 def test_supervised_warm_start_learns_reversal():

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from flywheel.trainer.advantages import ADVANTAGES
+from flywheel.trainer.aggregation import AGGREGATIONS
+from flywheel.trainer.algorithm import Algorithm
+from flywheel.trainer.credit import ADVANTAGES
 from flywheel.trainer.losses import LOSSES
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.trainer.policies import create_policy
@@ -31,8 +33,9 @@ def test_every_loss_trains_and_reports_its_metrics(loss):
     policy = create_policy("tiny", OPTIONS, seed=0)
     rows = _rollout(policy)
     before = copy.deepcopy(policy.module.state_dict())
-    cfg = TrainConfig(loss=loss, minibatch_size=8, lr=1e-3)
-    stats = train_on_rows(policy, build_optimizer(policy, **cfg.adamw()), rows, cfg, seed=0)
+    cfg = TrainConfig(minibatch_size=8, lr=1e-3)
+    stats = train_on_rows(policy, build_optimizer(policy, **cfg.adamw()), rows, cfg, seed=0,
+                          algorithm=Algorithm(loss=loss))
     assert stats["n_steps"] == 4 and np.isfinite(stats["loss"])
     assert stats["grad_norm"] > 0 and 0 <= stats["clip_frac"] <= 1 and stats["entropy"] > 0
     assert "kl" not in stats  # no reference, no KL term
@@ -64,7 +67,12 @@ def test_the_config_overrides_only_what_it_sets():
     assert TrainConfig().loss_overrides(rows) == {"norm_length": 3}
     assert TrainConfig(clip_high=0.3, norm_length=64).loss_overrides(rows) == {
         "clip_high": 0.3, "norm_length": 64}
-    assert "gspo" in LOSSES
+    assert "gspo" in LOSSES and "seq-mean-token-sum-norm" in AGGREGATIONS
+    # The aggregation is the algorithm's choice, else the loss's own; its unit follows from it.
+    assert Algorithm(loss="dapo").loss_aggregation() == "token-mean"
+    assert Algorithm(loss="dr_grpo").loss_aggregation() == "seq-mean-token-sum-norm"
+    assert Algorithm(loss="grpo").loss_unit() == "sequence"
+    assert Algorithm(loss="grpo", aggregation="token-mean").loss_unit() == "token"
 
 
 def test_train_iteration_loads_the_reference_only_for_a_kl_term(tmp_path):
@@ -80,18 +88,23 @@ def test_train_iteration_loads_the_reference_only_for_a_kl_term(tmp_path):
     rows = [dict(r, task_id="t") for r in _rollout(policy)]
     pq.write_table(rows_to_file_table("trajectories", rows), folder / "part-0.parquet")
     save_checkpoint(str(tmp_path / "ck0"), policy, None, {"policy_version": 0})
-    cfg = TrainConfig(minibatch_size=8, kl_coef=0.1, loss="dapo")
+    cfg, dapo = TrainConfig(minibatch_size=8, kl_coef=0.1), Algorithm(loss="dapo")
     with pytest.raises(ValueError, match="reference"):
-        train_iteration(str(folder.parent), str(tmp_path / "ck0"), str(tmp_path / "ck1"), cfg, 0)
+        train_iteration(str(folder.parent), str(tmp_path / "ck0"), str(tmp_path / "ck1"), cfg, 0,
+                        algorithm=dapo)
     stats = train_iteration(str(folder.parent), str(tmp_path / "ck0"), str(tmp_path / "ck1"), cfg,
-                            0, reference_checkpoint_uri=str(tmp_path / "ck0"))
+                            0, reference_checkpoint_uri=str(tmp_path / "ck0"), algorithm=dapo)
     assert stats["kl"] > 0
-    assert load_checkpoint(str(tmp_path / "ck1")).meta["train_config"]["loss"] == "dapo"
+    assert load_checkpoint(str(tmp_path / "ck1")).meta["algorithm"]["loss"] == "dapo"
 
 
-@pytest.mark.parametrize("loss", ["grpo", "dapo", "dr_grpo", "gspo"])
-def test_microbatches_accumulate_the_whole_minibatchs_gradient(loss):
-    """A token budget that splits the minibatch row by row changes nothing but peak memory."""
+@pytest.mark.parametrize("loss, aggregation", [
+    ("grpo", None), ("dapo", None), ("dr_grpo", None), ("gspo", None),
+    ("grpo", "token-mean"), ("grpo", "seq-mean-token-sum"), ("dapo", "seq-mean-token-sum-norm")])
+def test_microbatches_accumulate_the_whole_minibatchs_gradient(loss, aggregation):
+    """A token budget that splits the minibatch row by row changes nothing but peak memory,
+    whichever aggregation: each microbatch's loss is weighted by its share of the units the
+    aggregation averages over (derived from the aggregation, not kept per loss)."""
     from flywheel.trainer.train_step import microbatches
 
     base = create_policy("tiny", OPTIONS, seed=0)
@@ -104,11 +117,12 @@ def test_microbatches_accumulate_the_whole_minibatchs_gradient(loss):
         policy = copy.deepcopy(base)
         reference = copy.deepcopy(base)
         reference.module.eval().requires_grad_(False)
-        cfg = TrainConfig(loss=loss, epochs=1, minibatch_size=len(rows), lr=1e-2,
+        cfg = TrainConfig(epochs=1, minibatch_size=len(rows), lr=1e-2,
                           micro_tokens=micro_tokens, kl_coef=0.1)
         opt = torch.optim.SGD(policy.module.parameters(), lr=1e-2)
         policy.module.train()
-        stats = train_on_rows(policy, opt, rows, cfg, seed=0, reference=reference)
+        stats = train_on_rows(policy, opt, rows, cfg, seed=0, reference=reference,
+                              algorithm=Algorithm(loss=loss, aggregation=aggregation))
         results.append((stats, policy.module.state_dict()))
     (whole, w_weights), (split, s_weights) = results
     assert split["grad_norm"] == pytest.approx(whole["grad_norm"], rel=1e-4)

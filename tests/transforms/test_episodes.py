@@ -147,9 +147,8 @@ def test_an_episode_ends_with_its_answer(backend):
 
 
 def test_turn_returns_are_discounted_and_capped_by_the_outcome():
-    from flywheel.transforms.rewards import turn_returns
-    attempt = live_episode("x").replace(
-        turns=[{"reward": 0.0}, {"reward": 0.5}, {"reward": 1.0}], reward_raw=1.0, episode_end="solved")
-    assert turn_returns(attempt, 0.5) == [0.0 + 0.5 * (0.5 + 0.5 * 2.0), 0.5 + 0.5 * 2.0, 2.0]
-    hard_coded = attempt.replace(reward_raw=0.0)  # visible tests passed, hidden ones failed
-    assert turn_returns(hard_coded, 1.0) == [0.0, 0.0, 0.0]
+    from flywheel.trainer.credit import turn_returns
+    # The discounted outcome less the score before each turn (0, 0, 0.5): trainer/credit.py.
+    assert turn_returns(1.0, [0.0, 0.5, 1.0], 0.5).tolist() == [0.25, 0.5, 1.0 - 0.5]
+    # Visible tests passed, hidden ones failed: the outcome caps every turn's score.
+    assert turn_returns(0.0, [0.0, 0.5, 1.0], 1.0).tolist() == [0.0, 0.0, 0.0]
