@@ -51,10 +51,11 @@ RUN_FLAGS = {
     "--observation-chars": ("rollout.observation_chars", int,
                             "longest tool observation shown to the policy; the middle is cut"),
     "--turn-discount": ("algorithm.discount", float,
-                        "discount of later turns' rewards in an episode's per-turn returns"),
-    "--credit": ("algorithm.credit", str, CREDITS.help("credit") + ": outcome: every token of an "
-                 "attempt shares its advantage; turn: each episode turn's tokens get that turn's "
-                 "(its discounted return, normalized over the group)"),
+                        "per-turn returns (--credit turn) discount the episode's outcome by this "
+                        "for each turn still to come"),
+    "--credit": ("algorithm.credit", str, CREDITS.help("per-turn credit") + ". outcome: every token "
+                 "of an attempt shares its advantage; turn: each episode turn's tokens get that "
+                 "turn's (its return, normalized over the group's turns)"),
     "--shards": ("rollout.shards", int, "Parquet files per table partition, written in parallel"),
     "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
     "--model": ("policy.model", str, "the policy's model (hf: a local directory, a .gguf file, a "
