@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from flywheel.domains.math_answer import INSTRUCTION as MATH_INSTRUCTION
 from flywheel.domains.sql_dump import schema_text, script, snapshot
 from flywheel.domains.sqlite_guard import MAX_BYTES, GuardedDatabase, SqlInputError
 from flywheel.domains.task_paths import inside_folder
+from flywheel.domains.untrusted_text import boxed
 from flywheel.registry import Registry
 
 
@@ -97,12 +97,23 @@ def _mbpp(row: dict, folder: str) -> dict:
 
 
 # -- math answers ------------------------------------------------------------------------------
-_GSM8K_FINAL = re.compile(r"####\s*([^\n]+?)\s*$")
+def gsm8k_final(answer: str) -> str | None:
+    """The text after the `####` that ends a GSM8K answer (on its own last line, or on the line
+    before with nothing but whitespace after it), stripped; None when there is none. With str
+    methods only: a task file is untrusted input, and the pattern it replaces
+    (`####\\s*([^\\n]+?)\\s*$`) is quadratic in a long run of spaces."""
+    body = answer.rstrip()
+    last_line = body.rfind("\n") + 1
+    before = body.rfind("####", 0, last_line)
+    if before >= 0 and not body[before + 4:last_line].strip():
+        return body[before + 4:].strip() or None
+    first = body.find("####", last_line)
+    return body[first + 4:].strip() or None if first >= 0 else None
 
 
 def _gsm8k_check(row: dict) -> str | None:
     answer = row["answer"]
-    if not isinstance(answer, str) or not _GSM8K_FINAL.search(answer):
+    if not isinstance(answer, str) or gsm8k_final(answer) is None:
         return "field `answer` does not end in '#### N'"
     return None
 
@@ -110,7 +121,7 @@ def _gsm8k_check(row: dict) -> str | None:
 @task_format("gsm8k", "GSM8K", "math", ("question", "answer"), _gsm8k_check)
 def _gsm8k(row: dict, folder: str) -> dict:
     solution = row["answer"]
-    final = _GSM8K_FINAL.search(solution).group(1).replace(",", "").replace("$", "").strip()
+    final = gsm8k_final(solution).replace(",", "").replace("$", "").strip()
     task = {k: v for k, v in row.items() if k not in ("question", "answer")}
     return {**task, "task_id": _task_id(row, "gsm8k", "question"),
             "prompt": f"{row['question']}{MATH_INSTRUCTION}", "answer": final,
@@ -118,16 +129,10 @@ def _gsm8k(row: dict, folder: str) -> dict:
 
 
 def last_boxed(text: str) -> str | None:
-    """The content of the last \\boxed{...} (or \\fbox{...}) in `text`, braces balanced."""
-    found = None
-    for start in (m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)):
-        depth = 1
-        for i in range(start, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            if depth == 0:
-                found = text[start:i]
-                break
-    return found
+    """The content of the last \\boxed{...} (or \\fbox{...}) in `text`, braces balanced (in one
+    pass: a task file is untrusted input, and unclosed boxes must not cost a scan each)."""
+    contents = boxed(text)
+    return contents[-1] if contents else None
 
 
 def _math_check(row: dict) -> str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from typing import Any
 
 MAX_DEPTH = 100  # deeper than any real answer or tool call; far below the recursion limit
@@ -74,3 +75,19 @@ def parse_python(source: str, mode: str = "exec", max_depth: int = MAX_DEPTH) ->
     except PARSER_FAILURES:
         return None
     return tree if tree_depth(tree, stop=max_depth) <= max_depth else None
+
+
+_BRACES = re.compile(r"\\(?:boxed|fbox)\s*\{|[{}]")
+
+
+def boxed(text: str) -> list[str]:
+    """The contents of every \\boxed{...} (or \\fbox{...}), braces balanced, in order of
+    their start. One pass with a stack: thousands of unclosed boxes cost no more than one."""
+    found, stack = [], []  # stack: where each open brace's content starts, or -1 if not a box
+    for m in _BRACES.finditer(text):
+        if m.group() == "}":
+            if stack and (start := stack.pop()) >= 0:
+                found.append((start, text[start:m.start()]))
+        else:
+            stack.append(m.end() if m.group() != "{" else -1)
+    return [content for _, content in sorted(found)]

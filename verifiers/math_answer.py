@@ -14,6 +14,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from flywheel.domains.untrusted_text import boxed
 from flywheel.verifiers import Verdict, register_verifier
 
 _NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
@@ -24,22 +25,6 @@ _LATEX = [(r"\\left|\\right|\\!|\\,|\\;|\$|\\displaystyle", ""), (r"\\[dt]?frac"
           (r"\\cdot|\\times", "*"), (r"\\div", "/"), (r"\\pi", "pi"), (r"\\infty", "oo"),
           (r"\\%|%", ""), (r"\\ln", "ln"), (r"\\log", "log"), (r"\\(sin|cos|tan|exp)", r"\1"),
           (r"(\d),(\d{3})\b", r"\1\2"), (r"\\text\{[^}]*\}", "")]
-
-
-_BRACES = re.compile(r"\\(?:boxed|fbox)\s*\{|[{}]")
-
-
-def boxed(text: str) -> list[str]:
-    """The contents of every \\boxed{...} (or \\fbox{...}), braces balanced, in order of
-    their start. One pass with a stack: thousands of unclosed boxes cost no more than one."""
-    found, stack = [], []  # stack: where each open brace's content starts, or -1 if not a box
-    for m in _BRACES.finditer(text):
-        if m.group() == "}":
-            if stack and (start := stack.pop()) >= 0:
-                found.append((start, text[start:m.start()]))
-        else:
-            stack.append(m.end() if m.group() != "{" else -1)
-    return [content for _, content in sorted(found)]
 
 
 def extract_answer(response: str) -> tuple[str | None, str, list[str]]:

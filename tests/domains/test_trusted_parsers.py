@@ -26,7 +26,8 @@ from flywheel.domains.report_channel import authenticate, harness_report
 from flywheel.domains.shell_state import script_of
 from flywheel.domains.sql_query import query_of
 from flywheel.domains.tools import ToolCall, ToolCallError, parse_action, text_argument
-from flywheel.domains.untrusted_text import Unreadable, load_json, parse_python
+from flywheel.domains.task_formats import gsm8k_final, last_boxed
+from flywheel.domains.untrusted_text import Unreadable, boxed, load_json, parse_python
 from flywheel.sandbox import ExecResult
 
 CAP = 65_536  # the sandbox's default output cap, and about MAX_ACTION_CHARS
@@ -36,7 +37,8 @@ FUZZ = settings(max_examples=60, deadline=DEADLINE, suppress_health_check=list(H
 PREFIXES = ["", "<tool_call>", '<tool_call>{"name": "run_tests", "arguments": {"code": ',
             '<tool_call>{"name": "submit", "arguments": "', "```", "```json\n", "```python\n", "```sql\n",
             "```bash\n", REPORT_MARKER, "def f(x):\n    return ", "[1, 2, "]
-OPENERS = ["[", "{\"a\": ", "(", "-", "not ", "a.", "f(", "[[", "\\frac{", "{", "\"", "\\"]
+OPENERS = ["[", "{\"a\": ", "(", "-", "not ", "a.", "f(", "[[", "\\frac{", "{", "\"", "\\",
+           "\\boxed{", "#### "]
 CHAINS = ["+x", ".b", "(x)", "[0]", " if x else x", " or x", "**x", " < x"]  # trees deep without brackets
 RUNS = [" ", "\t", "\n", "9", "0", "```", "<tool_call>", "a", "\\u", "é", "\ud800", "\x00", "\uffff"]
 
@@ -60,7 +62,7 @@ hostile = st.one_of(
                      '"\\ud800"', "[" * CAP]),
     # runs of whitespace after an opener: the shape that makes `opener\s*X\s*Y` patterns quadratic
     st.tuples(st.sampled_from(["<tool_call>", "```", "```python", "```sql", "```bash", "```json",
-                               "answer:", "answer", "####", REPORT_MARKER]),
+                               "answer:", "answer", "####", "#### a", REPORT_MARKER]),
               st.sampled_from([" ", "\t", " \t", "\n "]), st.sampled_from(["", "x", "\n", "```"])).map(
         lambda t: t[0] + (t[1] * CAP)[:CAP - 20] + t[2]),
     st.lists(st.sampled_from(PREFIXES + OPENERS + RUNS), max_size=60).map("".join),
@@ -114,6 +116,10 @@ PARSERS = {
     "report_channel.authenticate": lambda text: authenticate(text, REPORT_MARKER, "n0nce"),
     "report_channel.harness_report": lambda text: harness_report(_report_result(text), REPORT_MARKER),
     "episodes.cut_middle": lambda text: cut_middle(text, 2000),
+    "untrusted_text.boxed (math answers)": boxed,
+    # task files are untrusted input too: their answer fields are read on the trusted side
+    "task_formats.gsm8k_final": gsm8k_final,
+    "task_formats.last_boxed": last_boxed,
 }
 
 
