@@ -11,7 +11,8 @@ from flywheel.pipelines.replay_cli import replay_turns
 from flywheel.sandbox import get_backend
 
 # One pytest worker runs the module: its run (the module fixture) is made once, not per worker.
-pytestmark = pytest.mark.xdist_group("replay")
+# A full run: the quick tier (-m "not slow") leaves it to the whole suite.
+pytestmark = [pytest.mark.xdist_group("replay"), pytest.mark.slow]
 
 
 def flywheel(*args, timeout=300):
