@@ -40,6 +40,12 @@ class UidPool:
     description, so flock excludes other threads *and* other processes on the machine (Beam runs
     one SDK worker process per core), and the kernel releases a slot whose holder died. Uids that
     name a user of the host are skipped: the backend kills every process of a leased uid.
+
+    The kernel releases a dead holder's flock at once, but not what ran under its uid: a warm
+    server's sandbox takes a moment to die with its killed owner, and until it is gone its
+    processes count against the uid's RLIMIT_NPROC (the next run's bwrap cannot even start). So a
+    lease marks its file held and clears the mark only when it ends cleanly; the next lease of a
+    slot still marked ends what is left under the uid first, or skips the slot if it cannot.
     """
 
     def __init__(self, size: int = 256, base: int = 61000, lock_dir: str | None = None):
@@ -62,12 +68,41 @@ class UidPool:
                 except BlockingIOError:
                     os.close(fd)
                     continue
+                if os.pread(fd, 1, 0) == _HELD and not end_uid(uid):
+                    os.close(fd)  # leftovers we cannot end (yet): another slot
+                    continue
+                os.pwrite(fd, _HELD, 0)
                 try:
                     yield uid
-                finally:
-                    os.close(fd)
+                except BaseException:
+                    os.close(fd)  # still marked: the next holder makes sure nothing is left
+                    raise
+                os.pwrite(fd, _FREE, 0)
+                os.close(fd)
                 return
             time.sleep(0.01)  # every slot busy: wait for a run to finish
+
+
+_HELD, _FREE = b"1", b"0"
+
+
+def end_uid(uid: int, wait_s: float = 5.0) -> bool:
+    """SIGKILL every process running as `uid` and reap those we adopted; True once none is left,
+    False if some still are after `wait_s` (a zombie whose parent does not reap it)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        procs = _run_processes(None, uid)
+        if not procs:
+            return True
+        for pid, zombie in procs.items():
+            if not zombie:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
 
 
 def become_subreaper() -> None:
@@ -101,12 +136,12 @@ def limited(command: list[str], limits: Limits, uid: int | None, tools: dict, ex
     return argv + ["--"] + command
 
 
-def _run_processes(pgid: int, uid: int | None) -> dict[int, bool]:
+def _run_processes(pgid: int | None, uid: int | None) -> dict[int, bool]:
     """pid -> is_zombie for every process of one run: its process group, and its uid if it has one
     (a child that called setsid() left the group but cannot leave its uid)."""
     found = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == pgid:
+        if not name.isdigit() or (pgid is not None and int(name) == pgid):
             continue
         try:
             with open(f"/proc/{name}/status") as f:
@@ -114,7 +149,7 @@ def _run_processes(pgid: int, uid: int | None) -> dict[int, bool]:
         except OSError:
             continue  # exited while we looked
         p_uid, p_pgid = int(fields["Uid"].split()[0]), int(fields["NSpgid"].split()[0])
-        if p_pgid == pgid or (uid is not None and p_uid == uid):
+        if (pgid is not None and p_pgid == pgid) or (uid is not None and p_uid == uid):
             found[int(name)] = fields["State"].split()[0] in ("Z", "X")
     return found
 

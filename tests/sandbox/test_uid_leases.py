@@ -1,0 +1,71 @@
+"""A uid slot whose last holder was killed is leased only once nothing of that holder is left.
+
+As root, each run gets its own host uid (sandbox/supervise.py UidPool), and RLIMIT_NPROC counts
+every process of that uid. The kernel frees a killed holder's flock at once, but what ran under
+its uid may outlive it for a moment (a warm server's sandbox dying with its owner): the next run
+on that uid would find its process budget taken, and bwrap could not even start ("Creating new
+namespace failed: Resource temporarily unavailable", seen in CI on a `kill -9` test's heels).
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
+from flywheel.sandbox.supervise import UidPool, _run_processes
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid leases are taken only as root")
+
+BASE = 62900  # one slot of its own, away from the pools of other tests running beside this one
+
+HOLDER = textwrap.dedent("""
+    import subprocess, sys, time
+    from flywheel.sandbox.supervise import UidPool
+    with UidPool(size=1, base={base}, lock_dir={lock_dir!r}).lease() as uid:
+        for _ in range(6):  # more than the next run's whole process budget
+            subprocess.Popen(["setpriv", f"--reuid={{uid}}", f"--regid={{uid}}", "--clear-groups",
+                              "sleep", "300"], start_new_session=True)
+        print(uid, flush=True)
+        time.sleep(300)
+""")
+
+
+def kill_a_holder(lock_dir) -> int:
+    """A process that leases the slot, leaves processes under its uid and is SIGKILLed."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(base=BASE, lock_dir=str(lock_dir))],
+                              stdout=subprocess.PIPE, text=True)
+    uid = int(holder.stdout.readline())
+    holder.kill()
+    holder.wait()
+    assert len(_run_processes(None, uid)) >= 6  # left behind, the slot's flock already free
+    return uid
+
+
+def test_the_next_lease_ends_what_a_killed_holder_left(tmp_path):
+    uid = kill_a_holder(tmp_path)
+    try:
+        backend = get_backend("local", uid_pool=UidPool(size=1, base=BASE, lock_dir=str(tmp_path)),
+                              warm=False)
+    except SandboxError as e:
+        pytest.skip(f"local cannot run here: {e}")
+    try:
+        code = "import threading, time\nfor _ in range(8): threading.Thread(target=time.sleep, args=(1,)).start()"
+        result = backend.run(ExecRequest({"main.py": code}, ("python", "main.py"),
+                                         limits=Limits(processes=4)))
+        # The run had its whole budget: it is refused its own fifth thread, nothing before.
+        assert "can't start new thread" in result.stderr and result.kill_reason is None, result
+        assert _run_processes(None, uid) == {}
+        assert backend.run(ExecRequest({}, ("python", "-c", "print(1)"))).stdout == "1\n"
+    finally:
+        backend.close()
+
+
+def test_a_clean_release_needs_no_sweep(tmp_path):
+    """The mark is cleared when a lease ends normally, and set again by the next."""
+    pool = UidPool(size=1, base=BASE + 1, lock_dir=str(tmp_path))
+    with pool.lease() as uid:
+        assert (tmp_path / str(uid)).read_bytes() == b"1"
+    assert (tmp_path / str(uid)).read_bytes() == b"0"
