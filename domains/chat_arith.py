@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import random
 
-from flywheel.domains.registry import Domain, register_domain
+from flywheel.domains.domain import Domain
+from flywheel.domains.registry import register_domain
 
 NAMES = ["Maya", "Omar", "Lena", "Kofi", "Ines", "Ravi", "Tess", "Jun", "Noor", "Ben"]
 THINGS = ["marbles", "stickers", "apples", "stamps", "pencils", "shells", "cards", "beads"]

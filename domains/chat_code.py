@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from flywheel.domains.python_tests import PythonTestsDomain
-from flywheel.domains.registry import Domain, register_domain
+from flywheel.domains.domain import Domain
+from flywheel.domains.registry import register_domain
 
 LETTERS = "abcdeilmnorst"
 WORDS = ["apple", "river", "stone", "light", "bread", "music", "cloud", "tiger", "lemon", "paper",

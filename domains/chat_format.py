@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import random
 
-from flywheel.domains.registry import Domain, register_domain
+from flywheel.domains.domain import Domain
+from flywheel.domains.registry import register_domain
 
 TOPICS = ["rivers", "coffee", "winter", "bicycles", "libraries", "music", "gardens", "bread",
           "mountains", "robots", "trains", "oceans"]

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from flywheel.domains.registry import SPLITS, Domain
+from flywheel.domains.domain import SPLITS, Domain
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 

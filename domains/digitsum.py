@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import random
 
-from flywheel.domains.registry import Domain, register_domain
+from flywheel.domains.domain import Domain
+from flywheel.domains.registry import register_domain
 
 
 @register_domain

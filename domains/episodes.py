@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flywheel.domains.registry import Domain, ToolSpec
+from flywheel.domains.domain import Domain, ToolSpec
 from flywheel.domains.report_channel import signed
 from flywheel.domains.tools import SUBMIT, ToolCall, ToolCallError, parse_action
 from flywheel.sandbox import ExecRequest, ExecResult, Limits

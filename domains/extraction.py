@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import random
 
-from flywheel.domains.registry import Domain, register_domain
+from flywheel.domains.domain import Domain
+from flywheel.domains.registry import register_domain
 
 FIRST = ["Maria", "Wei", "Amara", "Jonas", "Priya", "Tomás", "Keiko", "Olu", "Sara", "Dmitri"]
 LAST = ["Lopez", "Chen", "Okafor", "Berg", "Raman", "Silva", "Tanaka", "Adeyemi", "Novak", "Ivanov"]

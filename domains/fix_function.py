@@ -18,7 +18,8 @@ import json
 import random
 
 from flywheel.domains.episodes import SOLVED, EpisodeDomain, Step
-from flywheel.domains.registry import SandboxNeeds, register_domain
+from flywheel.domains.domain import SandboxNeeds
+from flywheel.domains.registry import register_domain
 from flywheel.domains.tools import RUN_TESTS, SUBMIT
 from flywheel.domains.untrusted_text import Unreadable, load_json, parse_python
 

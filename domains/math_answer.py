@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
-from flywheel.domains.registry import Domain, register_domain
+from flywheel.domains.domain import Domain
+from flywheel.domains.registry import register_domain
 
 INSTRUCTION = " Put the final answer in \\boxed{}."
 

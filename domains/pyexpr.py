@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 import random
 
-from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
+from flywheel.domains.domain import Domain, SandboxNeeds
+from flywheel.domains.registry import register_domain
 from flywheel.domains.untrusted_text import parse_python
 
 

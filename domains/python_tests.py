@@ -28,7 +28,8 @@ from typing import Any
 
 from flywheel.domains.dataset import DatasetDomain
 from flywheel.domains.episodes import SOLVED, EpisodeDomain, Step
-from flywheel.domains.registry import SandboxNeeds, register_domain
+from flywheel.domains.domain import SandboxNeeds
+from flywheel.domains.registry import register_domain
 from flywheel.domains.report_channel import harness_report
 from flywheel.domains.shown_examples import UNKNOWN, case_examples, is_shown, parameters, prompt_examples
 from flywheel.domains.tools import RUN_CODE, RUN_TESTS, SUBMIT

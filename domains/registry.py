@@ -1,167 +1,20 @@
 """The domain registry: a name -> Domain registry filled by the `register_domain` decorator.
 
-A domain is one file in this folder that defines a Domain subclass and decorates it. The built-in
-files are discovered by the project's one registry rule (`flywheel.registry`: every public module
-of this package is imported on the first miss), so adding a domain touches nothing else.
+A domain is one file in this folder that defines a Domain subclass (domains/domain.py) and
+decorates it. The built-in files are discovered by the project's one registry rule
+(`flywheel.registry`: every public module of this package is imported on the first miss), so
+adding a domain touches nothing else.
 """
 
 from __future__ import annotations
 
-import hashlib
-import random
-import dataclasses
-from dataclasses import dataclass, field
 from typing import Any
 
 from flywheel.registry import Registry
-from flywheel.domains.report_channel import authenticate, new_nonce, signed
-from flywheel.sandbox import ExecRequest, ExecResult, Limits
+# The base classes' home is domains/domain.py; a user's domain file may import them from here too.
+from flywheel.domains.domain import SPLITS, Domain, SandboxNeeds, ToolSpec  # noqa: F401
 
 DOMAINS: Registry["Domain"] = Registry("domain", home="flywheel.domains")
-SPLITS = ("train", "heldout")
-
-
-@dataclass(frozen=True)
-class SandboxNeeds:
-    """What a domain's programs need from the sandbox. Its time and memory limits are every
-    attempt's defaults (the one definition); a program spec's `limits` may override them per task
-    (keys of `flywheel.sandbox.Limits`)."""
-
-    language: str = "python"
-    files: tuple[str, ...] = ()       # files every program of the domain writes
-    timeout_s: float = 2.0
-    memory_mb: int = 256
-
-    def limits(self) -> dict[str, Any]:
-        return {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb}
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool a multi-turn domain offers the policy: a name and a JSON-Schema for its arguments."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
-
-
-class Domain:
-    """A family of tasks whose outcome a program checks.
-
-    Subclasses set `name` and `verifier` (a name in the verifier registry), and implement
-    `sample_task` and `demonstration`; domains whose responses run in the sandbox set `sandbox`
-    (what they need of it) and implement `program`.
-    Tasks are plain dicts: task_id, domain, prompt, answer (a string the verifier reads), split,
-    plus whatever fields the domain's verifier reads (`required_fields`).
-    Tasks come from a seeded generator (`sample_task`) or, in `DatasetDomain`, from a file.
-    """
-
-    name: str = ""
-    verifier: str = ""
-    description: str = ""
-    heldout_fraction: float = 0.2
-    max_new_tokens: int = 12
-    tier: int = 1                                   # budget class: 0 core, 1 standard, 2 extra
-    prompt_template: str = "{prompt}"               # how `render_prompt` turns fields into text
-    sandbox: SandboxNeeds | None = None             # None: nothing runs in the sandbox
-    tools: tuple[ToolSpec, ...] = ()                # multi-turn domains: the tools they offer
-    report_marker: str | None = None                # its harness's report line starts with it
-    required_fields: tuple[str, ...] = ("task_id", "prompt", "answer")
-
-    @property
-    def uses_sandbox(self) -> bool:
-        return self.sandbox is not None
-
-    def task_count(self) -> int | None:
-        """How many tasks the domain holds; None when a generator draws them."""
-        return None
-
-    def render_prompt(self, fields: dict[str, Any]) -> str:
-        return self.prompt_template.format(**fields)
-
-    def normalize_task(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A user's task row as this domain's task dict (defaults filled in, e.g. MBPP's prompt)."""
-        return dict(row)
-
-    def validate_task(self, task: dict[str, Any]) -> list[str]:
-        """Every problem that makes `task` unusable by this domain, as "field `x` ..." strings."""
-        problems = []
-        for name in self.required_fields:
-            if name not in task or task[name] is None:
-                problems.append(f"field `{name}` missing")
-            elif name in ("task_id", "prompt") and not (isinstance(task[name], str) and task[name]):
-                problems.append(f"field `{name}` must be a non-empty string")
-        return problems
-
-    def describe(self) -> dict[str, Any]:
-        """The row `flywheel domains` prints."""
-        count = self.task_count()
-        tasks = "generated" if count is None else count or "your files"
-        return {"name": self.name, "tier": self.tier, "verifier": self.verifier, "tasks": tasks,
-                "sandbox": self.sandbox.language if self.sandbox else None,
-                "tools": [t.name for t in self.tools], "description": self.description}
-
-    def sample_task(self, rng: random.Random) -> dict[str, Any]:
-        """Draw one task's `prompt` and `answer` from `rng`."""
-        raise NotImplementedError
-
-    def demonstration(self, task: dict[str, Any], rng: random.Random) -> str:
-        """A correct response to `task`, for the supervised warm start."""
-        raise NotImplementedError
-
-    def program(self, task: dict[str, Any], response: str, **report) -> dict[str, Any]:
-        """What the sandbox runs for `response`: {"files": {path: text}, "command": [...]},
-        optionally "stdin" and "limits" (a dict of `Limits` fields for this task). A domain with a
-        `report_marker` takes `marker=`: what its harness starts its report line with."""
-        raise NotImplementedError(f"domain {self.name} does not execute code")
-
-    def request(self, task: dict[str, Any], response: str, nonce: str = "") -> ExecRequest:
-        """The sandbox request for `response`: the domain's `program` under the domain's limits,
-        overridden by the program's own; its harness signs its report with `nonce`."""
-        report = {"marker": signed(self.report_marker, nonce)} if self.report_marker else {}
-        spec = self.program(task, response, **report)
-        limits = Limits(**{**self.sandbox.limits(), **(spec.get("limits") or {})})
-        return ExecRequest(files=spec["files"], command=tuple(spec["command"]),
-                           stdin=spec.get("stdin", ""), limits=limits)
-
-    def run(self, backend, task: dict[str, Any], response: str) -> ExecResult:
-        """Run `response` on sandbox `backend` as the pipeline does: under a fresh nonce, and with
-        only the report lines that carry it read as the harness's (report_channel.py)."""
-        nonce = self.nonce()
-        return self.read_output(backend.run(self.request(task, response, nonce)), nonce)
-
-    def nonce(self) -> str:
-        """A fresh nonce for one attempt's report, or "" for a domain whose harness reports none."""
-        return new_nonce() if self.report_marker else ""
-
-    def read_output(self, result: ExecResult, nonce: str) -> ExecResult:
-        """`result` with only the report lines signed by `nonce` read as the harness's."""
-        if not nonce:
-            return result
-        return dataclasses.replace(result, stdout=authenticate(result.stdout, self.report_marker, nonce))
-
-    def split_of(self, prompt: str) -> str:
-        """The seeded-independent split of a prompt: by content hash, so the same prompt can
-        never be both a training and a held-out task, whatever seed or index drew it."""
-        digest = hashlib.sha256(f"{self.name}\0{prompt}".encode()).digest()
-        return "heldout" if digest[0] < 256 * self.heldout_fraction else "train"
-
-    def make_task(self, split: str, index: int, seed: int) -> dict[str, Any]:
-        """Task number `index` of `split`, the same for the same (seed, split, index)."""
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-        rng = random.Random(f"{seed}:{self.name}:{split}:{index}")
-        for _ in range(10_000):
-            task = self.sample_task(rng)
-            if self.split_of(task["prompt"]) == split:
-                break
-        else:
-            raise RuntimeError(f"domain {self.name}: no {split} task found in 10000 draws")
-        task.update(task_id=f"{self.name}-{split}-{index:06d}", domain=self.name, split=split)
-        return task
 
 
 def register_domain(cls: type[Domain]) -> type[Domain]:

@@ -11,7 +11,8 @@ import importlib.util
 import random
 from functools import lru_cache
 
-from flywheel.domains.registry import Domain, register_domain
+from flywheel.domains.domain import Domain
+from flywheel.domains.registry import register_domain
 
 RG_SIZE, RG_SEED = 2000, 20250101
 INSTRUCTION = "\n\nGive your final answer inside <answer></answer> tags."

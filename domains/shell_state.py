@@ -15,7 +15,8 @@ import string
 from pathlib import Path
 
 from flywheel.domains.episodes import SOLVED, SUBMITTED, EpisodeDomain, Step
-from flywheel.domains.registry import SandboxNeeds, register_domain
+from flywheel.domains.domain import SandboxNeeds
+from flywheel.domains.registry import register_domain
 from flywheel.domains.report_channel import harness_report
 from flywheel.domains.tools import RUN_SHELL, SUBMIT, WRITE_FILE
 

@@ -16,7 +16,8 @@ import random
 import re
 from pathlib import Path
 
-from flywheel.domains.registry import Domain, SandboxNeeds, register_domain
+from flywheel.domains.domain import Domain, SandboxNeeds
+from flywheel.domains.registry import register_domain
 from flywheel.domains.sql_variants import derived_variants, result_key
 from flywheel.domains.sqlite_guard import GuardedDatabase, SqlInputError
 

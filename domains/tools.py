@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 
-from flywheel.domains.registry import ToolSpec
+from flywheel.domains.domain import ToolSpec
 from flywheel.domains.untrusted_text import PARSER_FAILURES, Unreadable, load_json
 
 MAX_ACTION_CHARS = 64_000  # longer actions are refused before any parsing (bounded trusted work)

@@ -4,6 +4,7 @@ against the folder table there, which is read from the document itself."""
 import ast
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def violations(root: Path) -> list[str]:
 
 def test_the_table_names_every_folder_of_the_package():
     table = rules(ROOT)
-    assert set(table) == {"registry", "schemas", "sandbox", "domains", "verifiers", "trainer",
+    assert set(table) == {"registry", "schemas", "sandbox", "domains", "records", "verifiers", "trainer",
                           "transforms", "pipelines"}
     packaged = re.findall(r'"flywheel\.(\w+)" = "(\w+)"', (ROOT / "pyproject.toml").read_text())
     assert {folder for _, folder in packaged} == set(table)
@@ -89,3 +90,13 @@ def test_a_planted_import_is_caught(tmp_path):
         "trainer/leak.py:6: imports flywheel.pipelines (trainer/ may import registry, schemas)",
         "transforms/plain.py: no Beam import (transforms/ holds Beam code only)",
     ]
+
+
+def test_the_attempt_record_needs_no_beam():
+    """The central record is built and read without Beam (a script, another runner, a test)."""
+    code = ("import sys; from flywheel.records.attempt import Attempt; "
+            "a = Attempt('r', 0, 0, 'train', 'add', 't', 'g', 0, 'p', {}, 1.0, 8, 1); "
+            "assert a.replace(response='x').row()['response'] == 'x'; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out

@@ -13,7 +13,7 @@ import apache_beam as beam
 
 from flywheel.domains.episodes import MAX_TURNS, TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
-from flywheel.transforms.attempt import Attempt
+from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.turn import DONE_TAG, EpisodeModelHandler, Turn, end_episode, start_episode
 

@@ -16,7 +16,7 @@ import apache_beam as beam
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
 from flywheel.sandbox import SandboxError, get_backend
-from flywheel.transforms.attempt import UNREADABLE, Attempt
+from flywheel.records.attempt import UNREADABLE, Attempt
 
 
 def _run_one(attempt: Attempt, backend, retries: int, backoff_s: float):

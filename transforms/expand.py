@@ -7,7 +7,7 @@ import hashlib
 import apache_beam as beam
 
 from flywheel.domains.registry import get_domain
-from flywheel.transforms.attempt import Attempt
+from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import count
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from flywheel.transforms.attempt import Attempt
+from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import count
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
-from flywheel.transforms.attempt import Attempt
+from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import count, now
 
 if TYPE_CHECKING:  # torch loads in load_model, on the worker, not where the pipeline is built

@@ -15,7 +15,7 @@ import apache_beam as beam
 
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import assign_credit, has_signal
-from flywheel.transforms.attempt import Attempt
+from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import count
 
 

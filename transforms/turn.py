@@ -31,7 +31,7 @@ from apache_beam.utils.shared import Shared
 from flywheel.domains.episodes import BUDGET, MAX_TURNS, cut_middle, take_action, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.sandbox import SandboxError
-from flywheel.transforms.attempt import Attempt
+from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
 from flywheel.transforms.execute import _ExecuteBatch
 from flywheel.transforms.generate import LoadedPolicy, PolicyModelHandler, fit_prompt

@@ -26,7 +26,7 @@ import apache_beam as beam
 
 from flywheel.domains.registry import get_domain
 from flywheel.sandbox import ExecResult
-from flywheel.transforms.attempt import UNREADABLE, Attempt
+from flywheel.records.attempt import UNREADABLE, Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
 from flywheel.verifiers import Verdict, get_verifier
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds, Outcome, shared

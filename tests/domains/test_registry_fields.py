@@ -5,7 +5,8 @@ import dataclasses
 
 import pytest
 
-from flywheel.domains.registry import DEFAULT_DOMAINS, SandboxNeeds, all_domains, get_domain, prepare_task
+from flywheel.domains.domain import SandboxNeeds
+from flywheel.domains.registry import DEFAULT_DOMAINS, all_domains, get_domain, prepare_task
 from flywheel.sandbox import Limits
 from flywheel.verifiers import available_verifiers
 

@@ -8,7 +8,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from flywheel.sandbox import ExecResult
 from flywheel.schemas import TRAJECTORIES
-from flywheel.transforms.attempt import Attempt, AttemptCoder
+from flywheel.records.attempt import Attempt
+from flywheel.transforms.attempt_coder import AttemptCoder
 
 
 def attempt(**changes) -> Attempt:

@@ -4,7 +4,7 @@ import pytest
 
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import has_signal
-from flywheel.transforms.attempt import Attempt
+from flywheel.records.attempt import Attempt
 from flywheel.transforms.filters import apply_filters, filter_reason
 from flywheel.transforms.rewards import NormalizeRewards, normalize_group
 

@@ -2,9 +2,8 @@
 
 Expand creates it; each later stage returns a copy with its own fields filled in
 (`dataclasses.replace`), never mutating its input, so a stage reads like the story of what it adds.
-`row()` is the attempt's `trajectories` row. Beam encodes attempts with `AttemptCoder`: the
-field values in order, through Beam's deterministic primitives coder (dicts by sorted key), so
-equal attempts always encode to equal bytes, whichever worker built them.
+`row()` is the attempt's `trajectories` row. The record needs no Beam: a script, a test or another
+runner builds and reads it as it is; Beam encodes it with transforms/attempt_coder.py.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
-
-import apache_beam as beam
 
 from flywheel.sandbox import ExecResult
 from flywheel.schemas import TRAJECTORIES
@@ -86,46 +83,3 @@ class Attempt:
 UNREADABLE = "unreadable"  # a response that could not be made into a program (transforms/execute.py)
 FIELDS = tuple(f.name for f in dataclasses.fields(Attempt))
 ROW_FIELDS = tuple(name for name in TRAJECTORIES.names if name in FIELDS)
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def _maybe(fn):
-    return lambda value: None if value is None else fn(value)
-
-
-# Fields that the primitives coder cannot encode deterministically: (to primitives, back).
-_AS_PRIMITIVES = {
-    "started_at": (_maybe(lambda t: (t - _EPOCH) // dt.timedelta(microseconds=1)),
-                   _maybe(lambda us: _EPOCH + dt.timedelta(microseconds=us))),
-    "finished_at": (_maybe(lambda t: (t - _EPOCH) // dt.timedelta(microseconds=1)),
-                    _maybe(lambda us: _EPOCH + dt.timedelta(microseconds=us))),
-    "execution": (_maybe(dataclasses.astuple), _maybe(lambda values: ExecResult(*values))),
-}
-
-
-class AttemptCoder(beam.coders.Coder):
-    """Attempt <-> bytes: the field values in order (timestamps as UTC microseconds, the tables'
-    precision; the sandbox result as its fields), deterministically encoded."""
-
-    def __init__(self):
-        self._values = beam.coders.FastPrimitivesCoder().as_deterministic_coder("Attempt")
-
-    def encode(self, attempt: Attempt) -> bytes:
-        return self._values.encode(tuple(
-            _AS_PRIMITIVES[name][0](value) if name in _AS_PRIMITIVES else value
-            for name, value in ((name, getattr(attempt, name)) for name in FIELDS)))
-
-    def decode(self, encoded: bytes) -> Attempt:
-        return Attempt(*(_AS_PRIMITIVES[name][1](value) if name in _AS_PRIMITIVES else value
-                         for name, value in zip(FIELDS, self._values.decode(encoded))))
-
-    def is_deterministic(self) -> bool:
-        return True
-
-    def to_type_hint(self):
-        return Attempt
-
-
-beam.coders.registry.register_coder(Attempt, AttemptCoder)
