@@ -117,7 +117,7 @@ def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: fl
     from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
     from flywheel.trainer.checkpoint import load_checkpoint
     run_dir = Path(tempfile.mkdtemp(prefix="bench-episodes-run-")) / "run"
-    command = [sys.executable, "-m", "flywheel.pipelines.cli", "run", "--run-dir", str(run_dir),
+    command = [sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", str(run_dir),
                "--iterations", str(iterations), "--domains", ",".join(DOMAINS), "--max-turns", "3",
                "--tasks-per-domain", "32", "--n-samples", "8", "--heldout-per-domain", "100",
                "--warm-start-max-steps", str(warm_start_steps), "--lr", str(lr), "--credit", credit,

@@ -125,7 +125,7 @@ def main() -> None:
     makers = [(name, make, 1) for name, make in LOCAL.items()]
     daemon, service = None, None
     if not args.no_remote:
-        service = subprocess.Popen([sys.executable, "-m", "flywheel.pipelines.cli", "sandbox", "serve",
+        service = subprocess.Popen([sys.executable, "-m", "flywheel.cli.main", "sandbox", "serve",
                                     "--port", "0", "--capacity", "4"], stdout=subprocess.PIPE, text=True)
         remote_url = service.stdout.readline().split(" at ")[1].split()[0]
         makers.append(("remote (loopback) warm pool", lambda: get_backend("remote", urls=remote_url), 1))

@@ -106,7 +106,7 @@ def _measure(run) -> None:
 
 
 def _run_cli(argv: list[str]) -> None:
-    from flywheel.pipelines.cli import main
+    from flywheel.cli.main import main
     raise SystemExit(main(argv))
 
 
@@ -175,7 +175,7 @@ def copy_trajectories(run_dir: Path, rows: int, out_root: Path, signal: bool = F
 
 def sql_figure(run_dir: Path, rows: int, root: Path) -> tuple[float, int]:
     """Seconds (median of 5) of a per-domain aggregate over `rows` trajectory rows."""
-    from flywheel.pipelines.sql import connect
+    from flywheel.reports.sql import connect
     big = root / "sql-run"
     copy_trajectories(run_dir, rows, big)
     con = connect(str(big))

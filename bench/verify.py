@@ -28,7 +28,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from flywheel.domains.registry import get_domain  # noqa: E402
-from flywheel.pipelines.verify_cli import attempt_of, verify_responses  # noqa: E402
+from flywheel.cli.verify import attempt_of, verify_responses  # noqa: E402
 from flywheel.sandbox import get_backend  # noqa: E402
 from flywheel.transforms.execute import execute_batch  # noqa: E402
 from flywheel.verifiers import get_verifier  # noqa: E402

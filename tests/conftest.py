@@ -31,7 +31,7 @@ def sandbox_service(tmp_path_factory):
     started = []
 
     def start(capacity: int = 2, token: str | None = "test-token", options: str = ""):
-        command = [sys.executable, "-m", "flywheel.pipelines.cli", "sandbox", "serve", "--port", "0",
+        command = [sys.executable, "-m", "flywheel.cli.main", "sandbox", "serve", "--port", "0",
                    "--capacity", str(capacity), "--sandbox-options", options]
         if token is not None:
             token_file = tmp_path_factory.mktemp("token") / "token"

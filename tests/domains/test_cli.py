@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flywheel.domains.registry import get_domain
-from flywheel.pipelines import domains_cli, tasks_cli, verify_cli
+from flywheel.cli import domains as domains_cli, tasks as tasks_cli, verify as verify_cli
 
 
 def test_domains_lists_at_least_100_with_tier_verifier_and_count(capsys):

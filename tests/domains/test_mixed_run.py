@@ -3,8 +3,8 @@ trajectories for every domain (through the real pipeline, sandbox and verifiers)
 
 import pytest
 
-from flywheel.pipelines.cli import main
-from flywheel.pipelines.sql import query
+from flywheel.cli.main import main
+from flywheel.reports.sql import query
 
 pytestmark = pytest.mark.slow  # full runs: `python -m pytest -m 'not slow'` skips them
 

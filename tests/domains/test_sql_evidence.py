@@ -14,7 +14,7 @@ from flywheel.domains.registry import get_domain
 from flywheel.domains.sql_query import fixtures_of
 from flywheel.domains.sql_variants import derived_variants, result_key
 from flywheel.domains.sqlite_guard import GuardedDatabase
-from flywheel.pipelines import tasks_cli
+from flywheel.cli import tasks as tasks_cli
 
 SHOP = ("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, city TEXT);\n"
         "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customers (id), "

@@ -18,8 +18,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from flywheel.domains.registry import get_domain
 from flywheel.domains.sql_query import GUARD, HARNESS, REPORT_MARKER
 from flywheel.domains.sqlite_guard import GuardedDatabase, SqlInputError
-from flywheel.pipelines import tasks_cli
-from flywheel.pipelines.verify_cli import attempt_of, verify_responses
+from flywheel.cli import tasks as tasks_cli
+from flywheel.cli.verify import attempt_of, verify_responses
 from flywheel.sandbox import ExecRequest, get_backend
 from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.tasks import ReadTasks

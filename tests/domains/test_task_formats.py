@@ -11,8 +11,8 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from flywheel.domains.task_formats import last_boxed
-from flywheel.pipelines import tasks_cli
-from flywheel.pipelines.verify_cli import verify_responses
+from flywheel.cli import tasks as tasks_cli
+from flywheel.cli.verify import verify_responses
 from flywheel.transforms.tasks import ReadTasks
 
 HUMANEVAL = {

@@ -11,7 +11,7 @@ import pytest
 
 from flywheel.domains.task_files import task_rows
 from flywheel.domains.task_paths import PathError, inside_folder
-from flywheel.pipelines import tasks_cli
+from flywheel.cli import tasks as tasks_cli
 
 SHOP = ("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, city TEXT);\n"
         "INSERT INTO customers VALUES (1, 'Ada', 'Oslo'), (2, 'Bo', 'Lima'), (3, 'Cyd', 'Oslo');")

@@ -43,7 +43,7 @@ def test_the_command_line_starts_without_beam_or_torch():
     import json
     import sys
     done = subprocess.run(
-        [sys.executable, "-c", "import json, sys; import flywheel.pipelines.cli; "
+        [sys.executable, "-c", "import json, sys; import flywheel.cli.main; "
          "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
          "('apache_beam', 'torch', 'transformers'))))"],
         capture_output=True, text=True, timeout=120)

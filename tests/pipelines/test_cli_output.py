@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from flywheel.pipelines.run_log import RunLog
+from flywheel.cli.run_log import RunLog
 
 
 def sh(command: str, timeout: int = 120) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ import pytest
 from flywheel.domains.registry import DEFAULT_DOMAINS
 from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
 from flywheel.pipelines.layout import RunLayout
-from flywheel.pipelines.sql import query
+from flywheel.reports.sql import query
 from flywheel.schemas import SCHEMA_VERSION
 from flywheel.trainer.checkpoint import load_checkpoint
 
@@ -44,7 +44,7 @@ def test_iterations_commit_and_checkpoints_chain(tmp_path):
     assert rows == [(0, 0, 0), (1, 1, 1)]
     _, rows = query(str(tmp_path), "SELECT count(*) FROM metrics WHERE name = 'train/n_steps'")
     assert rows == [(2,)]
-    from flywheel.pipelines.report import metric_table
+    from flywheel.reports.report import metric_table
     table = metric_table(str(tmp_path), "zero_variance_frac")
     assert table.row_count == 2 and len(table.columns) == len(DEFAULT_DOMAINS) + 2
     # resuming a complete run does nothing; extending it runs only the new iteration
@@ -78,7 +78,7 @@ def test_same_seed_same_tables(tmp_path):
 
 def test_kill_9_mid_iteration_then_resume_loses_and_duplicates_nothing(tmp_path):
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "flywheel.pipelines.cli", "run", "--run-dir", str(run_dir),
+    cmd = [sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", str(run_dir),
            "--iterations", "3", *TINY_FLAGS]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)

@@ -18,7 +18,7 @@ RUN = ["--iterations", "2", "--policy", "standin", "--domains", "add,pyexpr", "-
 
 
 def flywheel(*args, env, **kwargs):
-    return subprocess.run([sys.executable, "-m", "flywheel.pipelines.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "flywheel.cli.main", *args], env=env,
                           capture_output=True, text=True, timeout=300, **kwargs)
 
 
@@ -31,7 +31,7 @@ def exists(uri: str) -> bool:
 def test_a_gs_run_survives_kill_9_and_is_queried(gcs_emulator, tmp_path, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
     env, run = {**os.environ, "STORAGE_EMULATOR_HOST": gcs_emulator}, "gs://runs/e2e"
-    proc = subprocess.Popen([sys.executable, "-m", "flywheel.pipelines.cli", "run", "--run-dir", run, *RUN],
+    proc = subprocess.Popen([sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", run, *RUN],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     while not exists(f"{run}/iterations/0/_COMMITTED"):

@@ -30,7 +30,7 @@ def test_a_run_whose_policy_answers_hostile_text_ends_and_scores_it_zero(tmp_pat
         f"def inc(x):\n    \"\"\"x plus one (variant {i})\"\"\"\n")}) + "\n" for i in range(8)))
     run_dir = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "flywheel.pipelines.cli", "run", "--run-dir", str(run_dir),
+        [sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", str(run_dir),
          "--iterations", "1", "--tasks", str(tasks), "--domains", "python_tests",
          "--tasks-per-domain", "2", "--heldout-per-domain", "1", "--n-samples", "2",
          "--max-turns", "2", "--policy", "standin", "--policy-options",

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from flywheel.pipelines.driver import run_iterations
-from flywheel.pipelines.html_report import write_report
+from flywheel.reports.html import write_report
 
 from .conftest import tiny_config
 

@@ -37,7 +37,7 @@ def test_a_malformed_item_is_named(text, message):
 
 
 def test_policy_options_with_commas_reach_the_hf_options_and_the_printed_config(capsys):
-    from flywheel.pipelines.cli import main, run_settings
+    from flywheel.cli.main import main, run_settings
     from flywheel.trainer.policies.hf.options import HFOptions
     argv = ["--policy", "hf", "--policy-options",
             'system_prompt="You are terse, exact, and kind.",stop="</a>,</b>",top_p=0.9']
@@ -54,7 +54,7 @@ def test_policy_options_with_commas_reach_the_hf_options_and_the_printed_config(
 
 
 def test_sandbox_cli_takes_quoted_options():
-    from flywheel.pipelines import sandbox_cli
+    from flywheel.cli import sandbox as sandbox_cli
     p = argparse.ArgumentParser()
     sandbox_cli.add_parser(p.add_subparsers(dest="command"))
     args = p.parse_args(["sandbox", "exec", "--backend", "unsafe-subprocess", "--sandbox-options",

@@ -7,7 +7,7 @@ import pytest
 
 from flywheel.domains.registry import get_domain
 from flywheel.pipelines.layout import RunLayout
-from flywheel.pipelines.replay_cli import replay_turns
+from flywheel.cli.replay import replay_turns
 from flywheel.sandbox import get_backend
 
 # One pytest worker runs the module: its run (the module fixture) is made once, not per worker.

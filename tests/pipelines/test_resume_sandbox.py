@@ -13,7 +13,7 @@ RUN = ["--policy", "standin", "--domains", "add", "--tasks-per-domain", "2",
 
 
 def flywheel(*args):
-    return subprocess.run([sys.executable, "-m", "flywheel.pipelines.cli", *args],
+    return subprocess.run([sys.executable, "-m", "flywheel.cli.main", *args],
                           capture_output=True, text=True, timeout=300)
 
 

@@ -59,7 +59,7 @@ def test_a_rollout_without_a_checkpoint_records_the_fresh_policys_digest(tmp_pat
 @pytest.mark.slow
 def test_each_iteration_records_the_checkpoint_the_trainer_wrote_before_it(tmp_path):
     from flywheel.pipelines.driver import run_iterations
-    from flywheel.pipelines.sql import query
+    from flywheel.reports.sql import query
     from flywheel.trainer.checkpoint import load_checkpoint
     config = tiny_config(domains=("add",), tasks_per_domain=3, heldout_per_domain=1, n_samples=4)
     run_iterations(str(tmp_path), config)

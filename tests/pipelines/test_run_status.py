@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from flywheel.pipelines.run_status import run_status, status_lines
+from flywheel.reports.run_status import run_status, status_lines
 
 pytestmark = pytest.mark.slow  # a real run in the background
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from flywheel.pipelines import sandbox_cli
+from flywheel.cli import sandbox as sandbox_cli
 from flywheel.sandbox import Limits, available_backends
 
 
@@ -48,7 +48,7 @@ def test_an_environment_failure_exits_one(tmp_path, capsys):
 def test_runs_as_a_module(tmp_path):
     program = tmp_path / "prog.py"
     program.write_text("print(6 * 7)")
-    out = subprocess.run([sys.executable, "-m", "flywheel.pipelines.sandbox_cli", "sandbox", "exec",
+    out = subprocess.run([sys.executable, "-m", "flywheel.cli.sandbox", "sandbox", "exec",
                           str(program)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and json.loads(out.stdout)["stdout"] == "42\n"
 

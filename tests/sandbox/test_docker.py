@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from flywheel.pipelines import sandbox_cli
+from flywheel.cli import sandbox as sandbox_cli
 from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
 
 

@@ -31,7 +31,7 @@ TOKEN = "test-token"
 AUTH = f"Authorization: Bearer {TOKEN}\r\n"
 PATIENCE = 30.0  # the client's; the patient service waits 60 s for a body it expects
 PRINT = ExecRequest({"m.py": "print(6 * 7)"}, ("python", "m.py"))
-CLI = [sys.executable, "-m", "flywheel.pipelines.cli", "sandbox", "serve"]
+CLI = [sys.executable, "-m", "flywheel.cli.main", "sandbox", "serve"]
 
 
 @pytest.fixture(scope="module")

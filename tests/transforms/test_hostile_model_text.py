@@ -110,7 +110,7 @@ def test_a_task_that_cannot_become_a_program_stays_an_input_error(verified, pick
 def test_replay_takes_hostile_actions_as_the_turn_stage_does(verified):
     """`flywheel replay` re-runs recorded actions through the same `take_action`: a recorded
     action or output that cannot be read replays as the same error observation, never a crash."""
-    from flywheel.pipelines.replay_cli import replay_turns
+    from flywheel.cli.replay import replay_turns
     episode = live_episode("fix_function", "x")
     actions = ["<tool_call>" + "[" * 5000, PRINTS_DEEP, "<tool_call>" + " " * 60_000]
     recorded = []

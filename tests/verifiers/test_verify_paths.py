@@ -8,7 +8,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from flywheel.domains.registry import get_domain
-from flywheel.pipelines import verify_cli
+from flywheel.cli import verify as verify_cli
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.verify import Verify
 from flywheel.verifiers.bounded import Bounds

@@ -6,7 +6,7 @@ Here rather than in tests/pipelines/ because it needs the hf extra and the tiny 
 import pytest
 import torch
 
-from flywheel.pipelines.cli import main
+from flywheel.cli.main import main
 from flywheel.pipelines.layout import RunLayout
 from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer

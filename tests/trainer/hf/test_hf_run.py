@@ -57,7 +57,7 @@ def test_kill_9_then_resume_with_an_hf_policy(tiny_model_dir, tmp_path):
     from flywheel.pipelines.layout import RunLayout
 
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "flywheel.pipelines.cli", "run", "--run-dir", str(run),
+    cmd = [sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", str(run),
            "--policy", "hf", "--model", str(tiny_model_dir), "--iterations", "3",
            "--domains", "add,interval", "--tasks-per-domain", "4", "--heldout-per-domain", "2",
            "--n-samples", "4", "--warm-start-max-steps", "0"]

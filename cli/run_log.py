@@ -21,7 +21,7 @@ import time
 
 from rich.console import Console
 
-from flywheel.pipelines.terminal import log_console
+from flywheel.cli.terminal import log_console
 
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 

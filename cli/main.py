@@ -24,8 +24,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flywheel.pipelines import domains_cli, export_cli, replay_cli, sandbox_cli, tasks_cli, verify_cli
-from flywheel.pipelines.terminal import PIPE_WIDTH, console_for, quiet_on_closed_pipe
+from flywheel.cli import domains as domains_cli, export as export_cli, replay as replay_cli
+from flywheel.cli import sandbox as sandbox_cli, tasks as tasks_cli, verify as verify_cli
+from flywheel.cli.terminal import PIPE_WIDTH, console_for, quiet_on_closed_pipe
 
 RUN_HELP = "run or resume RL iterations on the embedded default"
 
@@ -89,10 +90,10 @@ def cmd_run(argv: list[str], console: Console) -> int:
     from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
     from flywheel.trainer.checkpoint import CheckpointDigestError
     from flywheel.trainer.train import StalePolicyError
-    from flywheel.pipelines.progress import RunProgress
-    from flywheel.pipelines.report import metric_table
-    from flywheel.pipelines.run_log import RunLog
-    from flywheel.pipelines.run_status import StageRecorder
+    from flywheel.cli.progress import RunProgress
+    from flywheel.reports.report import metric_table
+    from flywheel.cli.run_log import RunLog
+    from flywheel.reports.run_status import StageRecorder
     try:
         options, config, explicit, run_dir = run_settings(argv)
     except (KeyError, ValueError) as e:
@@ -127,7 +128,7 @@ def cmd_run(argv: list[str], console: Console) -> int:
 
 def cmd_sql(args, console: Console) -> int:
     import duckdb
-    from flywheel.pipelines.sql import query
+    from flywheel.reports.sql import query
     from flywheel.schemas import SchemaVersionError
     try:
         columns, rows = query(args.run_dir, args.query)
@@ -150,9 +151,9 @@ def cmd_sql(args, console: Console) -> int:
 
 
 def cmd_report(args, console: Console) -> int:
-    from flywheel.pipelines.report import metric_table
+    from flywheel.reports.report import metric_table
     if args.html:
-        from flywheel.pipelines.html_report import write_report
+        from flywheel.reports.html import write_report
         from flywheel.pipelines.layout import RunLayout
         if not RunLayout(args.run_dir).exists(RunLayout(args.run_dir).run_json):
             console.print(f"[red]error:[/] {escape(args.run_dir)} holds no run (no run.json)",
@@ -166,7 +167,7 @@ def cmd_report(args, console: Console) -> int:
 
 
 def cmd_status(args, console: Console) -> int:
-    from flywheel.pipelines.run_status import run_status, status_lines
+    from flywheel.reports.run_status import run_status, status_lines
     try:
         status = run_status(args.run_dir)
     except FileNotFoundError as e:

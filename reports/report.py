@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from flywheel.pipelines.sql import query
+from flywheel.reports.sql import query
 
 
 TITLES = {"heldout_pass@1": "held-out pass@1 (greedy)",

@@ -132,7 +132,7 @@ def run(args, console) -> int:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from flywheel.pipelines.terminal import console_for
+    from flywheel.cli.terminal import console_for
     parser = argparse.ArgumentParser(prog="flywheel")
     add_parser(parser.add_subparsers(dest="command", required=True))
     return run(parser.parse_args(argv), console_for())

@@ -90,7 +90,7 @@ def find_row(layout: RunLayout, iteration: int, task_id: str, sample: int) -> di
 
 def find_task(config, row: dict) -> dict:
     from flywheel.domains.registry import get_domain
-    from flywheel.pipelines.tasks_cli import load_tasks
+    from flywheel.cli.tasks import load_tasks
     generated = _GENERATED.match(row["task_id"])
     if generated and generated["domain"] == row["domain"] and get_domain(row["domain"]).task_count() != 0:
         task = get_domain(row["domain"]).make_task(generated["split"], int(generated["index"]), config.seed)

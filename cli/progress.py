@@ -10,7 +10,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from flywheel.pipelines.sql import query
+from flywheel.reports.sql import query
 
 
 class RunProgress:

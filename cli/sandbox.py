@@ -176,7 +176,7 @@ def main(args) -> int:
     return {"exec": cmd_exec, "build-image": cmd_build_image, "serve": cmd_serve}[args.sandbox_command](args)
 
 
-if __name__ == "__main__":  # also runnable without the main CLI: python -m flywheel.pipelines.sandbox_cli
+if __name__ == "__main__":  # also runnable without the main CLI: python -m flywheel.cli.sandbox
     parser = argparse.ArgumentParser(prog="flywheel")
     add_parser(parser.add_subparsers(dest="command", required=True))
     sys.exit(main(parser.parse_args()))

@@ -1,0 +1,1 @@
+"""The `flywheel` command line: its subcommands, console and progress, and the run log."""
