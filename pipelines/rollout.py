@@ -17,7 +17,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.layout import RunLayout
-from flywheel.transforms.attempt import Attempt
+from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
 from flywheel.domains.episodes import TurnLimits
