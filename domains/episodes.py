@@ -29,8 +29,6 @@ from flywheel.domains.tools import SUBMIT, ToolCall, ToolCallError, parse_action
 from flywheel.sandbox import ExecRequest, ExecResult
 
 SOLVED, MAX_TURNS, BUDGET, FAILED = "solved", "max_turns", "budget", "failed"
-__all__ = ["SUBMITTED", "SOLVED", "MAX_TURNS", "BUDGET", "FAILED", "Step", "EpisodeState",
-           "EpisodeDomain", "observe_safely", "is_episodic", "TurnLimits", "turns_for"]
 
 
 @dataclass(frozen=True)
