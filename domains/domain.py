@@ -162,7 +162,10 @@ class Domain:
     def answer_step(self, task: dict[str, Any], response: str, runner: ToolRunner,
                     state: dict[str, Any] | None = None) -> Step:
         """Run the answer `response` as its program, once, and end: what Execute scores for every
-        attempt (an episode's final answer included, hidden tests and all)."""
+        attempt (an episode's final answer included, hidden tests and all). A domain that runs
+        nothing ends with nothing run."""
+        if not self.uses_sandbox:
+            return Step("", state or {}, SUBMITTED)
         result = runner.run(self, lambda nonce: self.request(task, response, nonce),
                             lambda nonce: self.request(task, "", nonce))
         output = "" if result is None else cut_output(result.stdout + result.stderr,

@@ -109,3 +109,10 @@ def test_output_is_cut_one_way_with_two_keeps():
     assert cut == 2000 and len(middle) <= 2000 and middle.startswith("a") and middle.endswith("z")
     assert "[... 2000 characters cut ...]" in middle
     assert cut_output("short", 2000) == cut_output("short", 2000, keep="tail") == ("short", 0)
+
+
+def test_a_domain_that_runs_nothing_steps_without_the_sandbox(flaky):
+    backend, domain = flaky(0), get_domain("add")
+    task = domain.make_task("train", 0, seed=0)
+    step = domain.step(task, {}, task["answer"], ToolRunner(backend))
+    assert (step.done, step.result, backend.seen) == ("submitted", None, [])
