@@ -29,7 +29,7 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.utils.shared import Shared
 
-from flywheel.domains.episodes import BUDGET, FAILED, MAX_TURNS, EpisodeState, turns_for
+from flywheel.domains.episodes import BUDGET, FAILED, MAX_TURNS, EpisodeState, Step, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner, Unbuildable, cut_output
 from flywheel.sandbox import SandboxError
@@ -181,7 +181,7 @@ def act(attempt: Attempt, runner: ToolRunner) -> tuple[Attempt, dict | None]:
     return _observed(attempt, turn, step)
 
 
-def _observed(attempt: Attempt, turn: dict, step) -> tuple[Attempt, dict | None]:
+def _observed(attempt: Attempt, turn: dict, step: Step) -> tuple[Attempt, dict | None]:
     """The attempt after `step`: its last turn's record, the episode's next state."""
     episode, result, error = attempt.episode, step.result, None
     turn.update(tool=step.call.name if step.call else None)
