@@ -45,25 +45,27 @@ def episodes(n: int, seed: int = 0):
 
 
 def one_at_a_time(policy, live, backend) -> list:
-    from flywheel.transforms.turn import act, end_episode, generate_turn_batch
-    done = []
+    from flywheel.domains.tool_runner import ToolRunner
+    from flywheel.transforms.turn import act, end_episode, generate_turn_batch, with_sample
+    done, runner = [], ToolRunner(backend)
     for attempt in live:
-        while not attempt.episode.get("end"):
-            attempt = attempt.replace(**generate_turn_batch(policy, [attempt])[0])
-            attempt, _ = act(attempt, backend)
+        while not attempt.episode.end:
+            attempt = with_sample(attempt, generate_turn_batch(policy, [attempt])[0])
+            attempt, _ = act(attempt, runner)
         done.append(end_episode(attempt))
     return done
 
 
 def turn_batched(policy, live, backend, workers: int = 4) -> list:
-    from flywheel.transforms.turn import act, end_episode, generate_turn_batch
-    done = []
+    from flywheel.domains.tool_runner import ToolRunner
+    from flywheel.transforms.turn import act, end_episode, generate_turn_batch, with_sample
+    done, runner = [], ToolRunner(backend)
     with ThreadPoolExecutor(workers) as pool:
         while live:
-            sampled = [a.replace(**f) for a, f in zip(live, generate_turn_batch(policy, live))]
-            acted = list(pool.map(lambda a: act(a, backend)[0], sampled))
-            done += [end_episode(a) for a in acted if a.episode.get("end")]
-            live = [a for a in acted if not a.episode.get("end")]
+            sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live))]
+            acted = list(pool.map(lambda a: act(a, runner)[0], sampled))
+            done += [end_episode(a) for a in acted if a.episode.end]
+            live = [a for a in acted if not a.episode.end]
     return done
 
 

@@ -30,6 +30,7 @@ from rich.table import Table  # noqa: E402
 from flywheel.domains.registry import get_domain  # noqa: E402
 from flywheel.cli.verify import attempt_of, verify_responses  # noqa: E402
 from flywheel.sandbox import get_backend  # noqa: E402
+from flywheel.domains.tool_runner import ToolRunner  # noqa: E402
 from flywheel.transforms.execute import execute_batch  # noqa: E402
 from flywheel.verifiers import get_verifier  # noqa: E402
 from flywheel.verifiers.bounded import BoundedVerifier  # noqa: E402
@@ -58,7 +59,7 @@ def time_verifier_alone(tasks, responses, workers: int, bounded: BoundedVerifier
     by_id = {t["task_id"]: t for t in tasks}
     attempts = [attempt_of(by_id[r["task_id"]], r["response"], i) for i, r in enumerate(responses)]
     with get_backend("local") as backend, ThreadPoolExecutor(workers) as pool:
-        executed, _ = execute_batch(attempts, backend, pool)
+        executed, _ = execute_batch(attempts, ToolRunner(backend), pool)
     verifier = get_verifier(get_domain(executed[0].domain).verifier)
     for a in executed:  # the worker's caches are warm from the run above: warm this process's too
         verifier(a.task, a.response, a.execution)

@@ -106,18 +106,17 @@ def find_task(config, row: dict) -> dict:
 
 def replay_turns(task: dict, turns: list[dict], backend, observation_chars: int):
     """Yield (turn number, tool, recorded observation, replayed observation) per turn, each action
-    taken as the Turn stage takes it (domains/episodes.py `take_action`: total over what the model
-    wrote and what its program printed)."""
-    from flywheel.domains.episodes import cut_middle, take_action
+    taken as the Turn stage takes it: one `EpisodeDomain.step` through the tool runner (total over
+    what the model wrote and what its program printed)."""
     from flywheel.domains.registry import get_domain
-    domain = get_domain(task["domain"])
+    from flywheel.domains.tool_runner import ToolRunner, cut_output
+    domain, runner = get_domain(task["domain"]), ToolRunner(backend)
     state = domain.start_state(task)
     for number, turn in enumerate(turns, 1):
-        acted = take_action(domain, task, state, turn["action"],
-                            lambda request, nonce: domain.read_output(backend.run(request), nonce))
-        state = acted.step.state
-        yield (number, acted.call.name if acted.call else None, turn["observation"],
-               cut_middle(acted.step.observation, observation_chars)[0])
+        step = domain.step(task, state, turn["action"], runner)
+        state = step.state
+        yield (number, step.call.name if step.call else None, turn["observation"],
+               cut_output(step.observation, observation_chars)[0])
 
 
 def run(args, console) -> int:

@@ -47,6 +47,7 @@ def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "l
                      bounds: Bounds = Bounds(), bounded: BoundedVerifier | None = None):
     """Yield one output line per response, in order; verifications run in `bounded` (a worker of
     `bounds` opened for this call when None)."""
+    from flywheel.domains.tool_runner import ToolRunner
     from flywheel.transforms.execute import execute_batch
     from flywheel.transforms.filters import apply_filters
     from flywheel.sandbox import get_backend
@@ -67,7 +68,7 @@ def verify_responses(tasks: list[dict], responses: list[dict], sandbox: str = "l
                                 "filter_reason": "input_error", "detail": problem}
                 else:
                     batch.append(attempt_of(task, row["response"], i))
-            executed, _ = execute_batch(batch, backend, pool)
+            executed, _ = execute_batch(batch, ToolRunner(backend), pool)
             for attempt in executed:
                 scored, _ = verify_attempt(attempt, bounded)
                 lines[attempt.sample_index] = output_line(apply_filters(scored))

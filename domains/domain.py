@@ -3,21 +3,25 @@
 A domain is one file in this folder that subclasses Domain (or EpisodeDomain, domains/episodes.py,
 for tasks worked on over several turns with tools) and registers it with `register_domain`
 (domains/registry.py). SandboxNeeds says what its programs need of the sandbox; ToolSpec is one
-tool a multi-turn domain offers.
+tool a multi-turn domain offers; Step is what one action did (SkyRL's `BaseTextEnv.step` output).
+A single-turn task is the one-step episode: its `step` runs the answer's program once and ends.
+Every sandbox call goes through domains/tool_runner.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from flywheel.domains.report_channel import authenticate, new_nonce, signed
+from flywheel.domains.report_channel import signed
+from flywheel.domains.tool_runner import ToolRunner, cut_output
 from flywheel.sandbox import ExecRequest, ExecResult, Limits
 
 SPLITS = ("train", "heldout")
+SUBMITTED = "submitted"
+OUTPUT_CHARS = 2000  # a single-turn attempt's observation: the tail of its output
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,22 @@ class ToolSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one action did: the observation the model reads next, the state after it, whether
+    the episode ended (SUBMITTED, SOLVED, ... or None) and the domain's score of the new state;
+    then what the runner saw: the parsed call (None when none was made), the sandbox's result
+    (None when nothing ran), and why the action or its output could not be read."""
+    observation: str
+    state: dict[str, Any] = field(default_factory=dict)
+    done: str | None = None
+    reward: float | None = None
+    call: Any = None
+    result: ExecResult | None = None
+    tool_error: str | None = None
+    output_unreadable: bool = False
 
 
 class Domain:
@@ -117,30 +137,51 @@ class Domain:
         `report_marker` takes `marker=`: what its harness starts its report line with."""
         raise NotImplementedError(f"domain {self.name} does not execute code")
 
-    def request(self, task: dict[str, Any], response: str, nonce: str = "") -> ExecRequest:
-        """The sandbox request for `response`: the domain's `program` under the domain's limits,
-        overridden by the program's own; its harness signs its report with `nonce`."""
-        report = {"marker": signed(self.report_marker, nonce)} if self.report_marker else {}
-        spec = self.program(task, response, **report)
+    def start_state(self, task: dict[str, Any]) -> dict[str, Any]:
+        """The state an attempt starts from: nothing, unless an episode domain keeps some."""
+        return {}
+
+    def report(self, nonce: str) -> dict[str, str]:
+        """The keyword a program builder takes for its harness's signed report line, if any."""
+        return {"marker": signed(self.report_marker, nonce)} if self.report_marker else {}
+
+    def to_request(self, spec: dict[str, Any] | None) -> ExecRequest | None:
+        """The sandbox request of a program spec (as `program` returns) under the domain's limits,
+        overridden by the spec's own; None for no spec. Single-turn and tool programs alike."""
+        if spec is None:
+            return None
         limits = Limits(**{**self.sandbox.limits(), **(spec.get("limits") or {})})
         return ExecRequest(files=spec["files"], command=tuple(spec["command"]),
                            stdin=spec.get("stdin", ""), limits=limits)
 
+    def request(self, task: dict[str, Any], response: str, nonce: str = "") -> ExecRequest:
+        """The sandbox request for `response`: the domain's `program`; its harness signs its
+        report with `nonce`."""
+        return self.to_request(self.program(task, response, **self.report(nonce)))
+
+    def answer_step(self, task: dict[str, Any], response: str, runner: ToolRunner,
+                    state: dict[str, Any] | None = None) -> Step:
+        """Run the answer `response` as its program, once, and end: what Execute scores for every
+        attempt (an episode's final answer included, hidden tests and all). A domain that runs
+        nothing ends with nothing run."""
+        if not self.uses_sandbox:
+            return Step("", state or {}, SUBMITTED)
+        result = runner.run(self, lambda nonce: self.request(task, response, nonce),
+                            lambda nonce: self.request(task, "", nonce))
+        output = "" if result is None else cut_output(result.stdout + result.stderr,
+                                                      OUTPUT_CHARS, keep="tail")[0]
+        return Step(output, state or {}, SUBMITTED, result=result)
+
+    def step(self, task: dict[str, Any], state: dict[str, Any], action: str,
+             runner: ToolRunner) -> Step:
+        """One step of an episode (SkyRL's `BaseTextEnv.step`). A single-turn task is the
+        one-step episode whose action is its answer."""
+        return self.answer_step(task, action, runner, state)
+
     def run(self, backend, task: dict[str, Any], response: str) -> ExecResult:
-        """Run `response` on sandbox `backend` as the pipeline does: under a fresh nonce, and with
-        only the report lines that carry it read as the harness's (report_channel.py)."""
-        nonce = self.nonce()
-        return self.read_output(backend.run(self.request(task, response, nonce)), nonce)
-
-    def nonce(self) -> str:
-        """A fresh nonce for one attempt's report, or "" for a domain whose harness reports none."""
-        return new_nonce() if self.report_marker else ""
-
-    def read_output(self, result: ExecResult, nonce: str) -> ExecResult:
-        """`result` with only the report lines signed by `nonce` read as the harness's."""
-        if not nonce:
-            return result
-        return dataclasses.replace(result, stdout=authenticate(result.stdout, self.report_marker, nonce))
+        """Run `response` on sandbox `backend` as the pipeline does (one try): through the tool
+        runner, under a fresh nonce, reading only the report lines that carry it."""
+        return self.answer_step(task, response, ToolRunner(backend, retries=0)).result
 
     def split_of(self, prompt: str) -> str:
         """The seeded-independent split of a prompt: by content hash, so the same prompt can

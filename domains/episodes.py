@@ -1,43 +1,71 @@
-"""Multi-turn episodes, the domain side: what a tool call runs, what the model observes, what is scored.
+"""Multi-turn episodes, the domain side: one step per action, what the model observes, what is scored.
 
-An episode's state is a small JSON-able dict that travels inside the attempt record from one turn
-to the next (the files written so far, the last code tried): a turn may run on another worker than
-the one before it, so nothing lives in a worker's memory or in a sandbox between turns. Each tool
-call runs in a fresh sandbox built from that state.
+An episode's state travels inside the attempt record from one turn to the next (`EpisodeState`:
+the turn, the domain's own JSON-able state such as the files written so far, the observation to
+show next): a turn may run on another worker than the one before it, so nothing lives in a
+worker's memory or in a sandbox between turns. Each tool call runs in a fresh sandbox built from
+that state, through the one tool runner (domains/tool_runner.py: nonce, retries, output reading).
 
     state = domain.start_state(task)
-    call = parse_action(text, domain.tools, domain.plain_tool)        # domains/tools.py
-    request = domain.tool_request(task, state, call, nonce)          # None: nothing to run
-    step = domain.observe(task, state, call, result)                  # text, new state, done, reward
-    ...
+    step = domain.step(task, state, action, runner)   # parse the call, run it, observe: a Step
+    state = step.state ... until step.done
     domain.final_response(task, state)   # what Execute and Verify score, as for a single turn
 
+This is SkyRL's `BaseTextEnv.step` (observation, reward, done, metadata) with the state passed in
+and out rather than kept in the object. A single-turn domain's `step` is the one-step case.
 The final score never trusts a tool's output: the episode's answer is executed and verified again
-by the domain's ordinary single-turn path, hidden tests included.
+by the domain's ordinary single-turn path (`Domain.answer_step`), hidden tests included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
-from flywheel.domains.domain import Domain, ToolSpec
-from flywheel.domains.report_channel import signed
+from flywheel.domains.domain import SUBMITTED, Domain, Step, ToolSpec
+from flywheel.domains.tool_runner import ToolRunner, Unbuildable
 from flywheel.domains.tools import SUBMIT, ToolCall, ToolCallError, parse_action
-from flywheel.sandbox import ExecRequest, ExecResult, Limits
+from flywheel.sandbox import ExecRequest, ExecResult
 
-SUBMITTED, SOLVED, MAX_TURNS, BUDGET = "submitted", "solved", "max_turns", "budget"
+SOLVED, MAX_TURNS, BUDGET, FAILED = "solved", "max_turns", "budget", "failed"
 
 
 @dataclass(frozen=True)
-class Step:
-    """What one tool call did: the observation the model reads next, the state after it, whether
-    the episode ended (SUBMITTED, SOLVED or None) and the domain's score of the new state."""
-    observation: str
-    state: dict[str, Any] = field(default_factory=dict)
-    done: str | None = None
-    reward: float | None = None
+class EpisodeState:
+    """A live episode between two turns, as its attempt record carries it (`Attempt.episode`):
+    the turn number and the most it may take, the domain's state, the tools shown to the policy,
+    the run's token budget and observation size, the observation to show next, and how it ended
+    (None while live). Change it with `replace`, never in place."""
+    turn: int
+    max_turns: int
+    state: dict[str, Any]
+    tools: list[dict[str, Any]]
+    token_budget: int = 0
+    observation_chars: int = 2000
+    observation: str | None = None
+    end: str | None = None
+
+    def replace(self, **changes) -> EpisodeState:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def of(cls, value: EpisodeState | dict[str, Any]) -> EpisodeState:
+        """`value` as an EpisodeState (a mapping of its fields, as the turn sampler returns it)."""
+        return value if isinstance(value, cls) else cls(**dict(value))
+
+    # A read-only mapping view, for the turn sampler (transforms/turn.py generate_turn_batch)
+    # that reads it by key; new code reads attributes.
+    def keys(self):
+        return [f.name for f in dataclasses.fields(self)]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self.keys() else default
 
 
 class EpisodeDomain(Domain):
@@ -52,9 +80,6 @@ class EpisodeDomain(Domain):
     plain_tool: str = ""
     tools: tuple[ToolSpec, ...] = (SUBMIT,)
     answer_field = "answer"           # the state key the final answer is kept under
-
-    def start_state(self, task: dict[str, Any]) -> dict[str, Any]:
-        return {}
 
     def tool_program(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
                      **report) -> dict[str, Any] | None:
@@ -80,89 +105,61 @@ class EpisodeDomain(Domain):
 
     def tool_request(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
                      nonce: str = "") -> ExecRequest | None:
-        """The sandbox request of `call` under the domain's limits, or None (submit, or a tool
-        that runs nothing)."""
+        """The sandbox request of `call` (`Domain.to_request`), or None (submit, or a tool that
+        runs nothing)."""
         if call.name == SUBMIT.name:
             return None
-        report = {"marker": signed(self.report_marker, nonce)} if self.report_marker else {}
-        spec = self.tool_program(task, state, call, **report)
-        if spec is None:
-            return None
-        limits = Limits(**{**self.sandbox.limits(), **(spec.get("limits") or {})})
-        return ExecRequest(files=spec["files"], command=tuple(spec["command"]),
-                           stdin=spec.get("stdin", ""), limits=limits)
+        return self.to_request(self.tool_program(task, state, call, **self.report(nonce)))
 
-    def step(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
-             result: ExecResult | None) -> Step:
+    def step(self, task: dict[str, Any], state: dict[str, Any], action: str,
+             runner: ToolRunner) -> Step:
+        """Parse the tool call in `action`, run it through `runner`, observe. Total over what the
+        model wrote and what its program printed: an action that cannot be read or run, or output
+        that cannot be read, is an error observation and the episode goes on. What the runner
+        raises goes on: the sandbox failing (SandboxError), or the task's own defect
+        (`Unbuildable` with blame "input")."""
+        try:
+            call = parse_action(action, self.tools, self.plain_tool)
+        except ToolCallError as e:
+            return Step(f"error: {e}", state, tool_error=str(e))
+        try:
+            result = runner.run(self, lambda nonce: self.tool_request(task, state, call, nonce),
+                                lambda nonce: self.tool_request(task, self.start_state(task),
+                                                                blank_call(call), nonce))
+        except Unbuildable as e:
+            if e.blame != "model":
+                raise
+            why = (f"{call.name}: the call cannot be run "
+                   f"({type(e.problem).__name__}: {str(e.problem)[:200]})")
+            return Step(f"error: {why}", state, call=call, tool_error=why)
+        step, unreadable = observe_safely(self, task, state, call, result)
+        return dataclasses.replace(step, call=call, result=result, tool_error=unreadable,
+                                   output_unreadable=unreadable is not None)
+
+    def observe_call(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
+                     result: ExecResult | None) -> Step:
         """Submit ends the episode; any other tool is the domain's `observe`."""
         if call.name == SUBMIT.name:
             return self.submit(state, call)
         return self.observe(task, state, call, result)
 
 
-def call_request(domain: EpisodeDomain, task: dict[str, Any], state: dict[str, Any],
-                 call: ToolCall, nonce: str = "") -> ExecRequest | None:
-    """`domain.tool_request`, with the blame rule: when the call cannot become a program, the same
-    tool called with blank text on the task's start state decides who is at fault. If that one
-    builds, what the model wrote broke it: ToolCallError (a tool-error observation, the episode
-    goes on). If not, the task itself cannot run the tool: the exception goes on (an `input`
-    error). Neither probe reuses anything the model wrote or ran."""
-    try:
-        return domain.tool_request(task, state, call, nonce)
-    except Exception as e:  # noqa: BLE001  any failure is blamed, never raised out of a stage
-        blank = ToolCall(call.name, {k: "" if isinstance(v, str) else v
-                                     for k, v in call.arguments.items()})
-        try:
-            domain.tool_request(task, domain.start_state(task), blank, nonce)
-        except Exception:  # noqa: BLE001
-            raise e from None
-        raise ToolCallError(f"{call.name}: the call cannot be run "
-                            f"({type(e).__name__}: {str(e)[:200]})") from None
+def blank_call(call: ToolCall) -> ToolCall:
+    """`call` with its text arguments blank: the blame rule's probe, nothing the model wrote."""
+    return ToolCall(call.name, {k: "" if isinstance(v, str) else v for k, v in call.arguments.items()})
 
 
 def observe_safely(domain: EpisodeDomain, task: dict[str, Any], state: dict[str, Any],
                    call: ToolCall, result: ExecResult | None) -> tuple[Step, str | None]:
-    """(`domain.step`, None), or, when reading the tool's output failed, an error observation
-    with the state unchanged and why: the output is the model's code's to shape, so nothing it
-    holds may raise out of a stage (domains/untrusted_text.py bounds the known parsers; this
-    holds for any other)."""
+    """(`domain.observe_call`, None), or, when reading the tool's output failed, an error
+    observation with the state unchanged and why: the output is the model's code's to shape, so
+    nothing it holds may raise out of a stage (domains/untrusted_text.py bounds the known parsers;
+    this holds for any other)."""
     try:
-        return domain.step(task, state, call, result), None
+        return domain.observe_call(task, state, call, result), None
     except Exception as e:  # noqa: BLE001
         why = f"the tool's output could not be read ({type(e).__name__})"
         return Step(f"error: {why}", state, None, 0.0), why
-
-
-@dataclass(frozen=True)
-class Acted:
-    """One action taken: the call it made (None when it made none), the step, the sandbox's
-    result (None when nothing ran), and why the action or its output could not be read."""
-    call: ToolCall | None
-    step: Step
-    result: ExecResult | None = None
-    tool_error: str | None = None
-    output_unreadable: bool = False
-
-
-def take_action(domain: EpisodeDomain, task: dict[str, Any], state: dict[str, Any], action: str,
-                run: Callable[[ExecRequest, str], ExecResult]) -> Acted:
-    """The one way an episode's action is taken (the Turn stage and `flywheel replay`): parse the
-    call, build its program, `run(request, nonce)` it, observe. Total over what the model wrote
-    and what its program printed: an action that cannot be read or run, or output that cannot be
-    read, is an error observation. What `run` raises (the sandbox failing) goes on, as does a
-    failure to build the program that a blank call shares (the task's own defect)."""
-    try:
-        call = parse_action(action, domain.tools, domain.plain_tool)
-    except ToolCallError as e:
-        return Acted(None, Step(f"error: {e}", state), tool_error=str(e))
-    nonce = domain.nonce()
-    try:
-        request = call_request(domain, task, state, call, nonce)
-    except ToolCallError as e:
-        return Acted(call, Step(f"error: {e}", state), tool_error=str(e))
-    result = run(request, nonce) if request is not None else None
-    step, unreadable = observe_safely(domain, task, state, call, result)
-    return Acted(call, step, result, unreadable, unreadable is not None)
 
 
 def is_episodic(domain: Domain) -> bool:
@@ -222,15 +219,3 @@ def turns_for(domain: Domain, limits: int | TurnLimits) -> int:
     --max-turns, else its own default (`limits` as an int: the run's --max-turns alone); 1 for
     any other."""
     return TurnLimits.of(limits).for_domain(domain)
-
-
-def cut_middle(text: str, limit: int) -> tuple[str, int]:
-    """(text, characters cut): at most `limit` characters, keeping head and tail around a marker
-    that says how much was cut (errors show up at both ends of long outputs)."""
-    if len(text) <= limit:
-        return text, 0
-    cut = len(text) - limit
-    marker = f"\n[... {cut} characters cut ...]\n"
-    keep = max(0, limit - len(marker))
-    head = keep // 2
-    return text[:head] + marker + text[len(text) - (keep - head):], cut

@@ -11,6 +11,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from flywheel.records.attempt import Attempt
+from flywheel.domains.tool_runner import ToolRunner
 from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.filters import apply_filters
@@ -39,7 +40,7 @@ def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: flo
             for start in range(0, len(attempts), batch_size):
                 batch = attempts[start:start + batch_size]
                 batch = [a.replace(**g) for a, g in zip(batch, generate_batch(policy, batch))]
-                executed, errs = execute_batch(batch, backend, pool)
+                executed, errs = execute_batch(batch, ToolRunner(backend), pool)
                 errors += errs
                 for attempt in executed:
                     out, err = verify_attempt(attempt, bounded)

@@ -11,10 +11,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flywheel.sandbox import ExecResult
 from flywheel.schemas import TRAJECTORIES
+
+if TYPE_CHECKING:
+    from flywheel.domains.episodes import EpisodeState
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class Attempt:
     # Execute
     execution: ExecResult | None = None
     turns: list[dict[str, Any]] = field(default_factory=list)
-    episode: dict[str, Any] | None = None      # a live episode's state (transforms/episode.py)
+    episode: EpisodeState | None = None        # a live episode's state (transforms/turn.py)
     episode_end: str | None = None             # submitted | solved | max_turns | budget
     sandbox_backend: str | None = None
     sandbox_wall_ms: float | None = None

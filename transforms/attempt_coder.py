@@ -12,6 +12,7 @@ import datetime as dt
 
 import apache_beam as beam
 
+from flywheel.domains.episodes import EpisodeState
 from flywheel.records.attempt import FIELDS, Attempt
 from flywheel.sandbox import ExecResult
 
@@ -22,6 +23,11 @@ def _maybe(fn):
     return lambda value: None if value is None else fn(value)
 
 
+def _fields(record) -> tuple:
+    """A frozen dataclass's field values in order (their own values, not copies)."""
+    return tuple(getattr(record, f.name) for f in dataclasses.fields(record))
+
+
 # Fields that the primitives coder cannot encode deterministically: (to primitives, back).
 _AS_PRIMITIVES = {
     "started_at": (_maybe(lambda t: (t - _EPOCH) // dt.timedelta(microseconds=1)),
@@ -29,12 +35,14 @@ _AS_PRIMITIVES = {
     "finished_at": (_maybe(lambda t: (t - _EPOCH) // dt.timedelta(microseconds=1)),
                     _maybe(lambda us: _EPOCH + dt.timedelta(microseconds=us))),
     "execution": (_maybe(dataclasses.astuple), _maybe(lambda values: ExecResult(*values))),
+    "episode": (_maybe(_fields), _maybe(lambda values: EpisodeState(*values))),
 }
 
 
 class AttemptCoder(beam.coders.Coder):
     """Attempt <-> bytes: the field values in order (timestamps as UTC microseconds, the tables'
-    precision; the sandbox result as its fields), deterministically encoded."""
+    precision; the sandbox result and the episode state as their fields), deterministically
+    encoded."""
 
     def __init__(self):
         self._values = beam.coders.FastPrimitivesCoder().as_deterministic_coder("Attempt")

@@ -40,10 +40,10 @@ class Episodes(beam.PTransform):
         self.token_budget, self.observation_chars = token_budget, observation_chars
 
     def _start(self, attempt):
-        episode = start_episode(attempt, self.run_max_turns, self.token_budget,
+        started = start_episode(attempt, self.run_max_turns, self.token_budget,
                                 self.observation_chars)
-        episode.episode["max_turns"] = min(episode.episode["max_turns"], self.stages)
-        return episode
+        return started.replace(episode=started.episode.replace(
+            max_turns=min(started.episode.max_turns, self.stages)))
 
     def expand(self, attempts):
         live = attempts | "StartEpisodes" >> beam.Map(self._start).with_output_types(Attempt)
@@ -54,6 +54,6 @@ class Episodes(beam.PTransform):
             errors.append(out[ERRORS_TAG])
             live = out["live"]
         leftover = live | "OutOfStages" >> beam.Map(
-            lambda a: a.replace(episode={**a.episode, "end": MAX_TURNS}))
+            lambda a: a.replace(episode=a.episode.replace(end=MAX_TURNS)))
         ended = (*done, leftover) | "AllDone" >> beam.Flatten() | "EndEpisodes" >> beam.Map(end_episode)
         return {"attempts": ended, ERRORS_TAG: tuple(errors) | "TurnErrors" >> beam.Flatten()}

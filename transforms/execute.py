@@ -1,50 +1,45 @@
-"""Execute: run each attempt's program in the sandbox, concurrently within a batch.
+"""Execute: run each attempt's answer in the sandbox, concurrently within a batch.
 
-The sandbox backend and a thread pool open once per DoFn instance in setup(). A failure of the
-sandbox itself (SandboxError) is retried with backoff; if it persists the attempt keeps its row,
-marked as an environment error, and an `errors` row says why. The code's own failures (non-zero
-exit, timeout, memory) are results, not errors.
+Every attempt is scored as a one-step episode (`Domain.answer_step`: its answer's program runs
+once), through the one tool runner (domains/tool_runner.py), which retries a failure of the
+sandbox itself (SandboxError) with backoff; if it persists the attempt keeps its row, marked as
+an environment error, and an `errors` row says why. The code's own failures (non-zero exit,
+timeout, memory) are results, not errors. `SandboxStage` opens the sandbox backend, the runner
+and a thread pool once per DoFn instance in setup(), for Execute and the Turn stage alike.
 """
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
 
+from flywheel.domains.domain import Step
 from flywheel.domains.registry import get_domain
+from flywheel.domains.tool_runner import BACKOFF_S, RETRIES, ToolRunner, Unbuildable
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
 from flywheel.sandbox import SandboxError, get_backend
 from flywheel.records.attempt import UNREADABLE, Attempt
 
 
-def _run_one(attempt: Attempt, backend, retries: int, backoff_s: float):
-    """(execution or None, error row or None, failure or None) for one attempt."""
+def _run_one(attempt: Attempt, runner: ToolRunner) -> tuple[Step | None, dict | None, str | None]:
+    """(step or None, error row or None, failure or None) for one attempt."""
     domain = get_domain(attempt.domain)
-    nonce = domain.nonce()  # one attempt, one nonce, however many tries
     try:
-        request = domain.request(attempt.task, attempt.response, nonce)
-    except Exception as e:  # noqa: BLE001  blamed below, never raised out of the stage
-        return (None, *_unbuildable(domain, attempt, e, nonce))
-    for retry in range(retries + 1):
-        try:
-            return domain.read_output(backend.run(request), nonce), None, None
-        except SandboxError as e:
-            if retry == retries:
-                return None, error_row("execute", "environment", e, attempt.context(),
-                                       retry_count=retry), "environment"
-            time.sleep(backoff_s * 2 ** retry)
+        return domain.answer_step(attempt.task, attempt.response, runner), None, None
+    except Unbuildable as e:
+        return (None, *_unbuildable(attempt, e))
+    except SandboxError as e:
+        return None, error_row("execute", "environment", e, attempt.context(),
+                               retry_count=runner.retries), "environment"
 
 
-def _unbuildable(domain, attempt: Attempt, problem: Exception, nonce: str) -> tuple[dict, str]:
-    """(errors row, failure) of a response that could not be made into a program. The blame rule:
-    if a blank response to the same task builds, this response's content broke it (nested too
-    deeply, say): a MODEL failure, scored as a failed attempt (`unreadable`: verdict fail, reward
-    0). If the blank one fails too, the task cannot become a program: an `input` error."""
-    try:
-        domain.request(attempt.task, "", nonce)
-    except Exception:  # noqa: BLE001
+def _unbuildable(attempt: Attempt, unbuildable: Unbuildable) -> tuple[dict, str]:
+    """(errors row, failure) of a response that could not be made into a program (the runner's
+    blame rule): the model's content broke it, a MODEL failure scored as a failed attempt
+    (`unreadable`: verdict fail, reward 0); or the task cannot become a program: `input`."""
+    problem = unbuildable.problem
+    if unbuildable.blame != "model":
         return error_row("execute", "input", problem, attempt.context()), "input"
     count("responses_unreadable")
     error = error_row("execute", "model", f"the response cannot be made into a program: "
@@ -60,9 +55,9 @@ def without_execution(attempt: Attempt) -> Attempt:
                            sandbox_wall_ms=None, sandbox_cpu_ms=None)
 
 
-def execute_batch(batch: list[Attempt], backend, pool, retries: int = 2,
-                  backoff_s: float = 0.2) -> tuple[list[Attempt], list[dict]]:
-    """Run the sandboxed attempts of `batch` concurrently on `pool`.
+def execute_batch(batch: list[Attempt], runner: ToolRunner,
+                  pool) -> tuple[list[Attempt], list[dict]]:
+    """Run the sandboxed attempts of `batch` concurrently on `pool`, through `runner`.
 
     Returns every attempt (with `execution`, `turns` and sandbox columns; `failure` set when it
     could not run) and the `errors` rows: `input` / `environment` when the attempt could not run,
@@ -70,11 +65,12 @@ def execute_batch(batch: list[Attempt], backend, pool, retries: int = 2,
     the response could not be made into a program (failure `unreadable`, scored 0 by Verify).
     """
     runnable = [a for a in batch if get_domain(a.domain).uses_sandbox]
-    results = pool.map(lambda a: _run_one(a, backend, retries, backoff_s), runnable)
+    results = pool.map(lambda a: _run_one(a, runner), runnable)
     outcomes = dict(zip((id(a) for a in runnable), results))
     outputs, errors = [], []
     for attempt in batch:
-        execution, error, failure = outcomes.get(id(attempt), (None, None, None))
+        step, error, failure = outcomes.get(id(attempt), (None, None, None))
+        execution = step.result if step is not None else None
         out = without_execution(attempt)
         if attempt.episode_end is not None:  # an episode keeps its turns; this run only scores it
             out = out.replace(turns=attempt.turns)
@@ -90,7 +86,7 @@ def execute_batch(batch: list[Attempt], backend, pool, retries: int = 2,
             turns = out.turns
             if attempt.episode_end is None:
                 turns = [{**out.turns[0], "exit_code": execution.exit_code,
-                          "observation": (execution.stdout + execution.stderr)[-2000:],
+                          "observation": step.observation,
                           "duration_ms": execution.wall_ms}]
             out = out.replace(execution=execution, turns=turns, sandbox_backend=execution.backend,
                               sandbox_wall_ms=execution.wall_ms, sandbox_cpu_ms=execution.cpu_ms)
@@ -102,23 +98,28 @@ def execute_batch(batch: list[Attempt], backend, pool, retries: int = 2,
     return outputs, errors
 
 
-class _ExecuteBatch(beam.DoFn):
-    def __init__(self, backend: str, workers: int, retries: int, backoff_s: float,
-                 options: dict | None = None):
+class SandboxStage(beam.DoFn):
+    """A DoFn that runs actions in the sandbox: the backend, the tool runner and a thread pool,
+    opened once per instance in setup()."""
+
+    def __init__(self, backend: str, workers: int, retries: int = RETRIES,
+                 backoff_s: float = BACKOFF_S, options: dict | None = None):
         self.backend_name, self.workers = backend, workers
         self.retries, self.backoff_s, self.options = retries, backoff_s, options or {}
 
     def setup(self):
         self.backend = get_backend(self.backend_name, **self.options)
+        self.runner = ToolRunner(self.backend, self.retries, self.backoff_s)
         self.pool = ThreadPoolExecutor(self.workers)
 
     def teardown(self):
         self.pool.shutdown(wait=True)
         self.backend.close()
 
+
+class _ExecuteBatch(SandboxStage):
     def process(self, batch):
-        outputs, errors = execute_batch(batch, self.backend, self.pool, self.retries,
-                                        self.backoff_s)
+        outputs, errors = execute_batch(batch, self.runner, self.pool)
         for error in errors:
             yield errors_output(error)
         yield from outputs
@@ -128,7 +129,7 @@ class Execute(beam.PTransform):
     """Attempts in, attempts with `execution` (the sandbox's result record) and `turns` out."""
 
     def __init__(self, backend: str = "local", workers: int = 4, batch_size: int = 64,
-                 retries: int = 2, backoff_s: float = 0.2, options: dict | None = None):
+                 retries: int = RETRIES, backoff_s: float = BACKOFF_S, options: dict | None = None):
         super().__init__()
         self.backend, self.workers, self.batch_size = backend, workers, batch_size
         self.retries, self.backoff_s, self.options = retries, backoff_s, dict(options or {})

@@ -3,10 +3,12 @@
     live episodes -> GenerateTurn (one RunInference over all of them) -> Act (parse the tool call,
     run it in a fresh sandbox from the episode's state, observe) -> live | done | errors
 
-Finished episodes (submitted, solved, out of turns or tokens, or stopped by a sandbox failure)
-leave through the `done` output, so the next Turn carries only live ones. Everything an episode
-needs travels in its attempt record (`Attempt.episode`: turn number, state, the observation to
-show next), so any worker can run its next turn. `EndEpisode` then makes a done episode an
+Act takes each action as one step of its domain (`EpisodeDomain.step`, through the tool runner of
+domains/tool_runner.py, the same one Execute uses). Finished episodes (submitted, solved, out of
+turns or tokens, or stopped by a sandbox failure) leave through the `done` output, so the next
+Turn carries only live ones. Everything an episode needs travels in its attempt record
+(`Attempt.episode`, a frozen `EpisodeState`: turn number, state, the observation to show next),
+so any worker can run its next turn. `EndEpisode` then makes a done episode an
 ordinary attempt whose `response` is the episode's answer, for the single-turn Execute/Verify.
 
 Token accounting: an episode's sequence is its prompt ids followed by `response_token_ids`, which
@@ -20,7 +22,6 @@ generating worker, where the tokenizer is: a policy may render them its own way
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -28,12 +29,13 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.utils.shared import Shared
 
-from flywheel.domains.episodes import BUDGET, MAX_TURNS, cut_middle, take_action, turns_for
+from flywheel.domains.episodes import BUDGET, FAILED, MAX_TURNS, EpisodeState, Step, turns_for
 from flywheel.domains.registry import get_domain
+from flywheel.domains.tool_runner import ToolRunner, Unbuildable, cut_output
 from flywheel.sandbox import SandboxError
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
-from flywheel.transforms.execute import _ExecuteBatch
+from flywheel.transforms.execute import SandboxStage
 from flywheel.transforms.generate import LoadedPolicy, PolicyModelHandler, fit_prompt
 
 if TYPE_CHECKING:
@@ -47,10 +49,10 @@ def start_episode(attempt: Attempt, run_max_turns, token_budget: int = 0,
                   observation_chars: int = 2000) -> Attempt:
     """A fresh episode for `attempt`: turn 0, the domain's start state and tools."""
     domain = get_domain(attempt.domain)
-    return attempt.replace(episode={
-        "turn": 0, "max_turns": turns_for(domain, run_max_turns), "state": domain.start_state(attempt.task),
-        "tools": [t.to_dict() for t in domain.tools], "token_budget": token_budget,
-        "observation_chars": observation_chars, "observation": None, "end": None})
+    return attempt.replace(episode=EpisodeState(
+        turn=0, max_turns=turns_for(domain, run_max_turns), state=domain.start_state(attempt.task),
+        tools=[t.to_dict() for t in domain.tools], token_budget=token_budget,
+        observation_chars=observation_chars))
 
 
 def tool_prompt_ids(policy: Policy, text: str, tools: list[dict]) -> list[int]:
@@ -152,67 +154,71 @@ class EpisodeModelHandler(PolicyModelHandler):
                 for a, out in zip(batch, outs)]
 
 
-def act(attempt: Attempt, backend, retries: int = 2, backoff_s: float = 0.2
-        ) -> tuple[Attempt, dict | None]:
-    """Run the tool call of the episode's last action; (the attempt after it, an errors row).
+def act(attempt: Attempt, runner: ToolRunner) -> tuple[Attempt, dict | None]:
+    """Take the episode's last action as one step of its domain; (the attempt after it, an
+    errors row).
 
     Whatever the action holds, or its program prints, is the model's: an action that cannot be
-    read or run is a tool-error observation and the episode goes on (domains/episodes.py
-    `take_action`); only the task (a blank call fails too: an `input` error) or the sandbox
-    (`environment`, after retries) ends it as failed."""
-    episode = dict(attempt.episode)
-    if episode.get("end"):  # ended before acting (out of tokens)
+    read or run is a tool-error observation and the episode goes on (`EpisodeDomain.step`); only
+    the task (a blank call fails too: an `input` error) or the sandbox (`environment`, after the
+    runner's retries) ends it as failed."""
+    episode = attempt.episode
+    if episode.end:  # ended before acting (out of tokens)
         return attempt, None
     domain, turn = get_domain(attempt.domain), dict(attempt.turns[-1])
-
-    def run(request, nonce):
-        for retry in range(retries + 1):
-            try:
-                return domain.read_output(backend.run(request), nonce)
-            except SandboxError:
-                if retry == retries:
-                    raise
-                time.sleep(backoff_s * 2 ** retry)
-
     try:
-        acted = take_action(domain, attempt.task, episode["state"], turn["action"], run)
+        step = domain.step(attempt.task, episode.state, turn["action"], runner)
     except SandboxError as e:
-        return _failed(attempt, episode, error_row("turn", "environment", e, attempt.context(),
-                                                   retry_count=retries))
-    except Exception as e:  # noqa: BLE001  the task cannot become a program: bad input, the episode ends
-        return _failed(attempt, episode, error_row("turn", "input", e, attempt.context()))
-    count("tool_calls_malformed" if acted.tool_error and not acted.output_unreadable else "tool_calls")
-    if acted.output_unreadable:
+        return _failed(attempt, error_row("turn", "environment", e, attempt.context(),
+                                          retry_count=runner.retries))
+    except Unbuildable as e:  # the task cannot become a program: bad input, the episode ends
+        return _failed(attempt, error_row("turn", "input", e.problem, attempt.context()))
+    except Exception as e:  # noqa: BLE001  anything else the task makes fail: bad input too
+        return _failed(attempt, error_row("turn", "input", e, attempt.context()))
+    count("tool_calls_malformed" if step.tool_error and not step.output_unreadable else "tool_calls")
+    if step.output_unreadable:
         count("observations_unreadable")
-    result, step, error = acted.result, acted.step, None
-    turn.update(tool=acted.call.name if acted.call else None)
-    if acted.tool_error:
-        turn["tool_error"] = acted.tool_error
-    observation, cut = cut_middle(step.observation, episode["observation_chars"])
+    return _observed(attempt, turn, step)
+
+
+def _observed(attempt: Attempt, turn: dict, step: Step) -> tuple[Attempt, dict | None]:
+    """The attempt after `step`: its last turn's record, the episode's next state."""
+    episode, result, error = attempt.episode, step.result, None
+    turn.update(tool=step.call.name if step.call else None)
+    if step.tool_error:
+        turn["tool_error"] = step.tool_error
+    observation, cut = cut_output(step.observation, episode.observation_chars)
     turn.update(observation=observation, observation_cut=cut, reward=step.reward,
                 exit_code=result.exit_code if result else None,
                 duration_ms=result.wall_ms if result else None)
     if result is not None and result.kill_reason and result.kill_reason != "signal":
         error = error_row("turn", "model", f"killed: {result.kill_reason} limit", attempt.context())
         error["error_type"] = result.kill_reason
-    episode.update(turn=episode["turn"] + 1, state=step.state, observation=observation)
-    episode["end"] = step.done or (MAX_TURNS if episode["turn"] >= episode["max_turns"] else None)
+    number = episode.turn + 1
+    episode = episode.replace(turn=number, state=step.state, observation=observation,
+                              end=step.done or (MAX_TURNS if number >= episode.max_turns else None))
     return attempt.replace(turns=[*attempt.turns[:-1], turn], episode=episode), error
 
 
-def _failed(attempt: Attempt, episode: dict, error: dict) -> tuple[Attempt, dict]:
-    return attempt.replace(episode={**episode, "end": "failed"}, failure=error["kind"]), error
+def _failed(attempt: Attempt, error: dict) -> tuple[Attempt, dict]:
+    return attempt.replace(episode=attempt.episode.replace(end=FAILED), failure=error["kind"]), error
 
 
-class _Act(_ExecuteBatch):
-    """Execute's sandbox and thread pool (opened in setup), running each episode's tool call."""
+def with_sample(attempt: Attempt, fields: dict) -> Attempt:
+    """A live episode with its sampled action: the sampler's `fields` on the attempt, its episode
+    an EpisodeState again (the sampler hands it back as a mapping)."""
+    attempt = attempt.replace(**fields)
+    return attempt.replace(episode=EpisodeState.of(attempt.episode))
+
+
+class _Act(SandboxStage):
+    """The sandbox, tool runner and thread pool (opened in setup), taking each episode's action."""
 
     def process(self, batch):
-        for attempt, error in self.pool.map(
-                lambda a: act(a, self.backend, self.retries, self.backoff_s), batch):
+        for attempt, error in self.pool.map(lambda a: act(a, self.runner), batch):
             if error is not None:
                 yield errors_output(error)
-            if attempt.episode.get("end"):
+            if attempt.episode.end:
                 yield beam.pvalue.TaggedOutput(DONE_TAG, attempt)
             else:
                 yield attempt
@@ -230,11 +236,10 @@ class Turn(beam.PTransform):
     def expand(self, episodes):
         acted = (episodes
                  | "Sample" >> RunInference(self.handler)
-                 | "Attach" >> beam.Map(lambda r: r.example.replace(**r.inference))
+                 | "Attach" >> beam.Map(lambda r: with_sample(r.example, r.inference))
                  | "Batch" >> beam.BatchElements(min_batch_size=max(1, self.batch_size // 4),
                                                  max_batch_size=self.batch_size)
-                 | "Act" >> beam.ParDo(_Act(self.backend, self.workers, retries=2, backoff_s=0.2,
-                                           options=self.options))
+                 | "Act" >> beam.ParDo(_Act(self.backend, self.workers, options=self.options))
                  .with_outputs(DONE_TAG, ERRORS_TAG, main="live"))
         return {"live": acted.live, DONE_TAG: acted[DONE_TAG], ERRORS_TAG: acted[ERRORS_TAG]}
 
@@ -244,9 +249,9 @@ def end_episode(attempt: Attempt) -> Attempt:
     state left in the record."""
     domain = get_domain(attempt.domain)
     episode = attempt.episode
-    answer = domain.final_response(attempt.task, episode["state"])
+    answer = domain.final_response(attempt.task, episode.state)
     if not answer and attempt.turns:
         answer = attempt.turns[-1].get("action") or ""
-    count(f"episodes_{episode['end']}")
+    count(f"episodes_{episode.end}")
     count("episode_turns", len(attempt.turns))
-    return attempt.replace(response=answer, episode=None, episode_end=episode["end"])
+    return attempt.replace(response=answer, episode=None, episode_end=episode.end)

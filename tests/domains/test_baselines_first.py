@@ -15,6 +15,7 @@ import pytest
 
 from flywheel.domains.python_tests import BASELINES
 from flywheel.domains.registry import get_domain
+from flywheel.domains.tool_runner import attempt_nonce, read_output
 from flywheel.verifiers import get_verifier
 
 DOMAIN = get_domain("python_tests")
@@ -99,12 +100,12 @@ def test_tests_that_hang_on_a_do_nothing_answer_still_pay_a_solution(score, task
 
 def run_plan_edited(backend, task, response, edit):
     """The harness on `backend` with its plan changed by `edit(plan)`, read as the pipeline reads it."""
-    nonce = DOMAIN.nonce()
+    nonce = attempt_nonce(DOMAIN)
     request = DOMAIN.request(task, response, nonce)
     plan = json.loads(request.stdin)
     edit(plan)
     result = backend.run(dataclasses.replace(request, stdin=json.dumps(plan)))
-    return get_verifier(DOMAIN.verifier)(task, response, DOMAIN.read_output(result, nonce))
+    return get_verifier(DOMAIN.verifier)(task, response, read_output(DOMAIN, result, nonce))
 
 
 @pytest.mark.parametrize("edit", ["no_baselines", "one_unknown", "no_time"])

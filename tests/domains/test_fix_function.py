@@ -2,6 +2,7 @@
 
 from flywheel.domains.episodes import SOLVED
 from flywheel.domains.registry import get_domain
+from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall
 from flywheel.verifiers import get_verifier
 
@@ -33,18 +34,18 @@ def test_feedback_shows_the_value_and_the_fix_solves(sandbox):
     state = DOMAIN.start_state(task)
     for body, solved in ((task["body"], None), (task["answer"], SOLVED)):
         call = ToolCall("run_tests", {"code": body})
-        result = DOMAIN.read_output(sandbox.run(DOMAIN.tool_request(task, state, call)), "")
-        step = DOMAIN.step(task, state, call, result)
+        result = ToolRunner(sandbox).run(DOMAIN, lambda nonce: DOMAIN.tool_request(task, state, call, nonce))
+        step = DOMAIN.observe_call(task, state, call, result)
         assert step.done == solved and step.state["answer"] == body
         assert step.observation == ("ok" if solved else f"f({x})={eval(body, {'x': x})}")
     broken = ToolCall("run_tests", {"code": "x+"})
     result = sandbox.run(DOMAIN.tool_request(task, state, broken))
-    assert DOMAIN.step(task, state, broken, result).observation.startswith("SyntaxError")
+    assert DOMAIN.observe_call(task, state, broken, result).observation.startswith("SyntaxError")
 
 
 def test_submit_ends_the_episode_with_its_answer():
     task = DOMAIN.make_task("train", 1, seed=0)
     call = ToolCall("submit", {"answer": "x+1"})
     assert DOMAIN.tool_request(task, {}, call) is None
-    step = DOMAIN.step(task, {}, call, None)
+    step = DOMAIN.observe_call(task, {}, call, None)
     assert step.done == "submitted" and DOMAIN.final_response(task, step.state) == "x+1"

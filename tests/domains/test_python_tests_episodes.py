@@ -1,6 +1,7 @@
 """python_tests tasks multi-turn: run_tests shows visible cases only, in the real sandbox."""
 
 from flywheel.domains.registry import get_domain
+from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall
 
 DOMAIN = get_domain("py_mbpp")
@@ -8,9 +9,8 @@ DOMAIN = get_domain("py_mbpp")
 
 def step(task, code, sandbox):
     call = ToolCall("run_tests", {"code": code})
-    nonce = DOMAIN.nonce()
-    result = DOMAIN.read_output(sandbox.run(DOMAIN.tool_request(task, {}, call, nonce)), nonce)
-    return DOMAIN.step(task, {}, call, result)
+    result = ToolRunner(sandbox).run(DOMAIN, lambda nonce: DOMAIN.tool_request(task, {}, call, nonce))
+    return DOMAIN.observe_call(task, {}, call, result)
 
 
 def test_run_tests_shows_visible_failures_and_never_hidden_cases(sandbox):
@@ -31,5 +31,5 @@ def test_run_code_shows_output_and_keeps_the_answer(sandbox):
     task = DOMAIN.normalize_task(DOMAIN.rows()[0])
     call = ToolCall("run_code", {"code": "print(6 * 7)\nimport sys; sys.exit(3)"})
     result = sandbox.run(DOMAIN.tool_request(task, {"answer": "kept"}, call))
-    step = DOMAIN.step(task, {"answer": "kept"}, call, result)
+    step = DOMAIN.observe_call(task, {"answer": "kept"}, call, result)
     assert step.observation == "42\n[exit 3]" and step.state == {"answer": "kept"} and step.done is None

@@ -5,6 +5,7 @@ import random
 
 
 from flywheel.domains.registry import get_domain
+from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall
 from flywheel.pipelines.warm_start import demonstrated
 from flywheel.trainer.policies import create_policy
@@ -16,9 +17,8 @@ DOMAIN = get_domain("shell_pick")
 
 def run_shell(task, state, command, sandbox):
     call = ToolCall("run_shell", {"command": command})
-    nonce = DOMAIN.nonce()
-    result = DOMAIN.read_output(sandbox.run(DOMAIN.tool_request(task, state, call, nonce)), nonce)
-    return DOMAIN.step(task, state, call, result)
+    result = ToolRunner(sandbox).run(DOMAIN, lambda nonce: DOMAIN.tool_request(task, state, call, nonce))
+    return DOMAIN.observe_call(task, state, call, result)
 
 
 def test_an_episode_looks_then_acts_and_its_commands_are_scored(sandbox):
@@ -41,7 +41,7 @@ def test_an_episode_looks_then_acts_and_its_commands_are_scored(sandbox):
 
 def test_submit_ends_with_the_commands_so_far():
     task = DOMAIN.make_task("train", 0, seed=0)
-    step = DOMAIN.step(task, {"files": task["files"], "answer": "ls\n"}, ToolCall("submit", {"answer": "x"}), None)
+    step = DOMAIN.observe_call(task, {"files": task["files"], "answer": "ls\n"}, ToolCall("submit", {"answer": "x"}), None)
     assert step.done == "submitted" and DOMAIN.final_response(task, step.state) == "ls\n"
 
 
@@ -64,7 +64,7 @@ def test_write_file_changes_the_state_and_the_answer_writes_it_too(sandbox):
     other = next(name for name in task["files"] if name != "a")
     content = task["files"][other].rstrip("\n")
     state = DOMAIN.start_state(task)
-    step = DOMAIN.step(task, state, ToolCall("write_file", {"path": "b", "content": content}), None)
+    step = DOMAIN.observe_call(task, state, ToolCall("write_file", {"path": "b", "content": content}), None)
     assert step.observation == "wrote b" and step.state["files"]["b"] == content + "\n"
     listed = run_shell(task, step.state, "cat b", sandbox)
     assert listed.observation == content + "\n" and listed.done == "solved"

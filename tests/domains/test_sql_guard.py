@@ -18,6 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from flywheel.domains.registry import get_domain
 from flywheel.domains.sql_query import GUARD, HARNESS, REPORT_MARKER
 from flywheel.domains.sqlite_guard import GuardedDatabase, SqlInputError
+from flywheel.domains.tool_runner import ToolRunner
 from flywheel.cli import tasks as tasks_cli
 from flywheel.cli.verify import attempt_of, verify_responses
 from flywheel.sandbox import ExecRequest, get_backend
@@ -123,7 +124,7 @@ def test_the_verifier_and_execute_refuse_it_as_input(target):
     assert line["verdict"] == "error" and line["filter_reason"] == "input_error", line
     assert line["detail"] == "input error before verification"
     with get_backend("local") as sandbox, ThreadPoolExecutor(1) as pool:  # the pipeline's Execute
-        (attempt,), (error,) = execute_batch([attempt_of(bad, REFERENCE, 0)], sandbox, pool)
+        (attempt,), (error,) = execute_batch([attempt_of(bad, REFERENCE, 0)], ToolRunner(sandbox), pool)
     assert attempt.failure == "input" and error["kind"] == "input" and error["stage"] == "execute"
     assert "not authorized" in error["message"], error
     assert os.listdir(target) == []

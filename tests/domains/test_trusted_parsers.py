@@ -17,7 +17,8 @@ import datetime as dt
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from flywheel.domains.episodes import cut_middle, is_episodic
+from flywheel.domains.episodes import is_episodic
+from flywheel.domains.tool_runner import cut_output
 from flywheel.domains.fix_function import body_shape, printed_values
 from flywheel.domains.pyexpr import arithmetic_shape
 from flywheel.domains.python_tests import REPORT_MARKER, solution_source
@@ -115,7 +116,7 @@ PARSERS = {
     "sql_query.query_of": query_of,
     "report_channel.authenticate": lambda text: authenticate(text, REPORT_MARKER, "n0nce"),
     "report_channel.harness_report": lambda text: harness_report(_report_result(text), REPORT_MARKER),
-    "episodes.cut_middle": lambda text: cut_middle(text, 2000),
+    "tool_runner.cut_output": lambda text: cut_output(text, 2000),
     "untrusted_text.boxed (math answers)": boxed,
     # task files are untrusted input too: their answer fields are read on the trusted side
     "task_formats.gsm8k_final": gsm8k_final,
@@ -163,4 +164,4 @@ def test_observing_any_output_of_any_tool_gives_a_step(domain, text, printed, ex
             continue
         call = ToolCall(spec.name, {**{k: "a.txt" for k in spec.parameters["properties"]},
                                     argument: text})
-        d.step(task, state, call, result)
+        d.observe_call(task, state, call, result)

@@ -111,10 +111,11 @@ def test_multi_process_runner_gives_the_same_rows(in_memory, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def backend():
+def runner():
+    from flywheel.domains.tool_runner import ToolRunner
     from flywheel.sandbox import get_backend
     b = get_backend("local")
-    yield b
+    yield ToolRunner(b)
     b.close()
 
 
@@ -126,24 +127,24 @@ def live_episode(action: str):
     return attempt.replace(turns=[{"action": action, "action_start": 0, "action_end": 1}])
 
 
-def test_a_malformed_tool_call_is_an_observation(backend):
-    attempt, error = act(live_episode('<tool_call>{"name": "run_tests", "arguments": {"cod'), backend)
+def test_a_malformed_tool_call_is_an_observation(runner):
+    attempt, error = act(live_episode('<tool_call>{"name": "run_tests", "arguments": {"cod'), runner)
     turn = attempt.turns[-1]
     assert error is None and attempt.failure is None
     assert turn["tool"] is None and "not JSON" in turn["tool_error"]
     assert turn["observation"].startswith("error: the tool call is not JSON")
-    assert attempt.episode["end"] is None and attempt.episode["turn"] == 1  # the episode goes on
+    assert attempt.episode.end is None and attempt.episode.turn == 1  # the episode goes on
 
 
-def test_an_episode_ends_with_its_answer(backend):
+def test_an_episode_ends_with_its_answer(runner):
     attempt = live_episode(get_domain("fix_function").make_task("train", 0, seed=0)["answer"])
-    attempt, _ = act(attempt, backend)
-    assert attempt.episode["end"] == "solved" and attempt.turns[-1]["reward"] == 1.0
+    attempt, _ = act(attempt, runner)
+    assert attempt.episode.end == "solved" and attempt.turns[-1]["reward"] == 1.0
     ended = end_episode(attempt)
     assert ended.episode is None and ended.episode_end == "solved" and ended.response == attempt.turns[-1]["action"]
-    long = dataclasses.replace(live_episode("x+1"), episode={**live_episode("x+1").episode,
-                                                                  "observation_chars": 40})
-    assert len(act(long, backend)[0].turns[-1]["observation"]) <= 40
+    long = live_episode("x+1")
+    long = long.replace(episode=long.episode.replace(observation_chars=40))
+    assert len(act(long, runner)[0].turns[-1]["observation"]) <= 40
 
 
 def test_turn_returns_are_discounted_and_capped_by_the_outcome():

@@ -4,6 +4,7 @@ and sandbox failures."""
 from concurrent.futures import ThreadPoolExecutor
 
 from flywheel.domains.registry import get_domain
+from flywheel.domains.tool_runner import ToolRunner
 from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
 from flywheel.sandbox import SandboxBackend, SandboxError, get_backend, register_backend
@@ -19,7 +20,7 @@ def attempts(responses):
 def test_model_code_hitting_a_limit_is_a_scored_attempt_and_a_model_error():
     batch = attempts(["__import__('time').sleep(30) or 1+1", "2+2"])
     with get_backend("local") as backend, ThreadPoolExecutor(2) as pool:
-        out, errors = execute_batch(batch, backend, pool)
+        out, errors = execute_batch(batch, ToolRunner(backend), pool)
     assert out[0].execution.kill_reason == "timeout" and out[0].failure is None
     assert out[1].execution.stdout.strip() == "4" and out[1].turns[0]["exit_code"] == 0
     assert [(e["kind"], e["error_type"], e["stage"]) for e in errors] == [("model", "timeout", "execute")]
@@ -39,7 +40,7 @@ class BrokenBackend(SandboxBackend):
 def test_sandbox_failures_are_retried_then_become_environment_errors():
     batch = attempts(["1+1"])
     with ThreadPoolExecutor(1) as pool:
-        out, errors = execute_batch(batch, BrokenBackend(), pool, retries=2, backoff_s=0.01)
+        out, errors = execute_batch(batch, ToolRunner(BrokenBackend(), retries=2, backoff_s=0.01), pool)
     assert BrokenBackend.calls == 3
     assert out[0].failure == "environment" and out[0].execution is None
     assert errors[0]["kind"] == "environment" and errors[0]["retry_count"] == 2

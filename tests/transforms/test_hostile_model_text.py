@@ -12,6 +12,7 @@ import pytest
 from flywheel.domains.pyexpr import PythonExpression
 from flywheel.domains.registry import DOMAINS, get_domain
 from flywheel.domains.tools import MAX_ACTION_CHARS
+from flywheel.domains.tool_runner import ToolRunner
 from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.turn import act, start_episode
@@ -41,24 +42,24 @@ def live_episode(domain: str, action: str):
     '<tool_call>{"name": "submit", "arguments": {"answer": "' + "9" * 5000 + '"}, "x": ' + "9" * 5000 + "}",
 ])
 def test_an_unreadable_action_is_a_tool_error_and_the_episode_goes_on(verified, action):
-    attempt, error = act(live_episode("fix_function", action), verified)
+    attempt, error = act(live_episode("fix_function", action), ToolRunner(verified))
     turn = attempt.turns[-1]
     assert error is None and attempt.failure is None
     assert turn["tool_error"] and turn["observation"].startswith("error: ")
-    assert attempt.episode["end"] is None and attempt.episode["turn"] == 1
+    assert attempt.episode.end is None and attempt.episode.turn == 1
 
 
 def test_printed_output_that_cannot_be_read_is_an_observation(verified):
-    attempt, error = act(live_episode("fix_function", PRINTS_DEEP), verified)
+    attempt, error = act(live_episode("fix_function", PRINTS_DEEP), ToolRunner(verified))
     turn = attempt.turns[-1]
     assert error is None and attempt.failure is None and turn["tool"] == "run_tests"
     assert turn["exit_code"] == 0 and turn["reward"] == 0.0  # it ran; its values could not be read
-    assert attempt.episode["end"] is None
+    assert attempt.episode.end is None
 
 
 def score(attempts, backend):
     with ThreadPoolExecutor(2) as pool:
-        executed, errors = execute_batch(attempts, backend, pool)
+        executed, errors = execute_batch(attempts, ToolRunner(backend), pool)
     scored = [verify_attempt(a) for a in executed]
     return [a for a, _ in scored], errors + [e for _, e in scored if e]
 
@@ -108,7 +109,7 @@ def test_a_task_that_cannot_become_a_program_stays_an_input_error(verified, pick
 
 
 def test_replay_takes_hostile_actions_as_the_turn_stage_does(verified):
-    """`flywheel replay` re-runs recorded actions through the same `take_action`: a recorded
+    """`flywheel replay` re-runs recorded actions through the same `EpisodeDomain.step`: a recorded
     action or output that cannot be read replays as the same error observation, never a crash."""
     from flywheel.cli.replay import replay_turns
     episode = live_episode("fix_function", "x")
@@ -117,7 +118,7 @@ def test_replay_takes_hostile_actions_as_the_turn_stage_does(verified):
     for action in actions:  # record them as the Turn stage would
         episode = episode.replace(turns=[*episode.turns[:-1], {"action": action}]) if not recorded \
             else episode.replace(turns=[*episode.turns, {"action": action}])
-        episode, _ = act(episode, verified)
+        episode, _ = act(episode, ToolRunner(verified))
         recorded.append(episode.turns[-1])
     replayed = list(replay_turns(episode.task, recorded, verified, observation_chars=2000))
     assert [(tool, seen) for _, tool, seen, _ in replayed] == \
