@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from flywheel.transforms.attempt import Attempt
+from flywheel.records.attempt import Attempt
 from flywheel.transforms.execute import execute_batch
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.filters import apply_filters
