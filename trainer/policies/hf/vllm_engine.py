@@ -1,4 +1,5 @@
-"""Sampling through vLLM's offline `LLM` engine, for the hf backend's `engine=vllm` option.
+"""The `vllm` rollout engine: sampling through vLLM's offline `LLM` engine, for the hf backend's
+`engine=vllm` option (trainer/rollout_engine.py names it).
 
     flywheel run --policy hf --policy-options model=DIR,engine=vllm
 
@@ -63,7 +64,7 @@ def _engine_environment():
 
 
 class VLLMEngine:
-    """One vLLM engine over one Hugging Face model folder; `sample` is the Policy's sampler."""
+    """One vLLM `LLM` over one Hugging Face model folder; `sample` keeps Policy.sample's contract."""
 
     def __init__(self, model_dir: str, *, context: int, dtype: str = "float32", seed: int = 0,
                  gpu_memory: float = 0.5):
