@@ -22,7 +22,7 @@ generating worker, where the tokenizer is: a policy renders them its own way
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import apache_beam as beam
