@@ -2,8 +2,11 @@
 
     python bench/engine_loads.py [--model smollm2] [--engine vllm] [--iterations 3] [--lora-r 16]
 
-A `flywheel run` (hf policy, the given rollout engine) over `add` (one turn) and `fix_function`
-(episodes of up to 3 turns), so Generate and the Turn stages sample in the same pipeline. Per
+A `flywheel run` (hf policy, the given rollout engine) over two-digit sums from a GSM8K-format
+task file ("What is 23 + 45? Answer with just the number.": one turn, the `math` domain, where
+SmolLM2 is right often enough for groups to differ, so each iteration trains new weights) and
+`fix_function` (episodes of up to 3 turns), so Generate and the Turn stages sample in the same
+pipeline. Per
 iteration it prints the rollout's counters `weight_loads` (times the worker's engine took new
 weights: once per iteration is the aim, whatever stages run) and `engine_starts` (engines started:
 once per worker for the run, in the in-memory DirectRunner's single worker process), with the
@@ -16,8 +19,21 @@ engine restarts; `--lora-r` trains an adapter and keeps it running.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import tempfile
+
+
+def sums_file(folder: str, n: int, seed: int = 0) -> str:
+    """A GSM8K-format JSONL of `n` two-digit sums."""
+    rng, path = random.Random(seed), os.path.join(folder, "sums.jsonl")
+    with open(path, "w") as f:
+        for _ in range(n):
+            a, b = rng.randint(10, 49), rng.randint(10, 49)
+            f.write(json.dumps({"question": f"What is {a} + {b}? Answer with just the number.",
+                                "answer": f"{a} + {b} = {a + b}\n#### {a + b}"}) + "\n")
+    return path
 
 
 def main() -> None:
@@ -27,6 +43,7 @@ def main() -> None:
     p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--tasks", type=int, default=4, help="tasks per domain (enough for signal)")
     p.add_argument("--samples", type=int, default=4)
+    p.add_argument("--sums", type=int, default=8, help="single-turn tasks in the task file")
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--new-tokens", type=int, default=24)
     args = p.parse_args()
@@ -38,17 +55,20 @@ def main() -> None:
     from flywheel.pipelines.layout import RunLayout
     from flywheel.trainer.checkpoint import recorded_digest
     run_dir = tempfile.mkdtemp(prefix="bench-engine-loads-")
+    tasks = sums_file(tempfile.mkdtemp(prefix="bench-engine-tasks-"), args.sums)
     options = f"engine={args.engine},max_new_tokens={args.new_tokens},lora_r={args.lora_r}"
     code = flywheel(["run", "--run-dir", run_dir, "--policy", "hf", "--model", args.model,
                      "--policy-options", options, "--iterations", str(args.iterations),
-                     "--domains", "add,fix_function", "--tasks-per-domain", str(args.tasks),
+                     "--domains", "fix_function", "--tasks", tasks,
+                     "--tasks-per-domain", str(args.tasks),
                      "--heldout-per-domain", "1", "--n-samples", str(args.samples),
                      "--warm-start-max-steps", "0"])
     if code != 0:
         raise SystemExit(f"flywheel run failed ({code}); run dir {run_dir}")
     layout = RunLayout(run_dir)
-    table = Table(title=f"{args.model}, engine={args.engine}, lora_r={args.lora_r}: add + "
-                        f"fix_function (up to 3 turns), {args.new_tokens} new tokens per turn")
+    table = Table(title=f"{args.model}, engine={args.engine}, lora_r={args.lora_r}: sums (one "
+                        f"turn) + fix_function (up to 3 turns), {args.new_tokens} new tokens "
+                        "per turn")
     for col in ("iteration", "new weights", "weight_loads", "engine_starts", "episode turns",
                 "rollout s"):
         table.add_column(col, justify="right")

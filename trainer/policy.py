@@ -4,9 +4,9 @@ Token ids are the source of truth. A backend turns text into ids (`encode_prompt
 `encode_response`) and ids into text (`decode`); the sampler returns the exact ids it drew with
 one log-probability each, and the trainer scores those same ids again (`token_logprobs`) without
 ever re-tokenizing text. Rollout samples through a `RolloutEngine` (rollout_engine.py): the
-default one calls the policy's own `sample`, vLLM's runs an export of its weights. Everything else about a backend (its tokenizer, its KV cache, the
-library that runs it) stays behind this protocol; backends register by name in
-`flywheel.trainer.policies.POLICIES`.
+default one calls the policy's own `sample`, vLLM's runs an export of its weights. Everything
+else about a backend (its tokenizer, its KV cache, the library that runs it) stays behind this
+protocol; backends register by name in `flywheel.trainer.policies.POLICIES`.
 """
 
 from __future__ import annotations

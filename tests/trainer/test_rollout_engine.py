@@ -39,7 +39,8 @@ def test_the_same_digest_loads_nothing_and_new_weights_replace_the_old():
     other.module.eval()
     assert engine.update_weights(weights(other))
     assert engine.policy is other and engine.weight_loads == 2
-    assert engine.sample(prompts, [1.0, 0.0], [3, 4], 8) == other.sample(prompts, [1.0, 0.0], [3, 4], 8)
+    assert engine.sample(prompts, [1.0, 0.0], [3, 4], 8) == \
+        other.sample(prompts, [1.0, 0.0], [3, 4], 8)
     engine.close()
     assert engine.digest is None
 
