@@ -72,8 +72,8 @@ def turn_batched(policy, live, backend, workers: int = 4) -> list:
 def beam_stages(live, policy_dir: str) -> int:
     import apache_beam as beam
     from flywheel.transforms.episodes import Episodes
-    from flywheel.transforms.turn import EpisodeModelHandler
-    handler = EpisodeModelHandler(policy_dir, backend="tiny", init_seed=0)
+    from flywheel.transforms.policy_model import PolicyModelHandler
+    handler = PolicyModelHandler(policy_dir, backend="tiny", init_seed=0)
     p = beam.Pipeline()
     _ = p | beam.Create([a.replace(episode=None) for a in live]) | Episodes(handler, 3, 3, "local")
     result = p.run()

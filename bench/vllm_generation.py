@@ -57,7 +57,8 @@ def main() -> None:
     from rich.table import Table
 
     from flywheel.trainer.policies import create_policy
-    from flywheel.trainer.policies.hf.vllm_engine import PolicyEngine
+    from flywheel.trainer.checkpoint import Checkpoint, policy_digest
+    from flywheel.trainer.rollout_engine import create_engine
     torch.set_num_threads(args.threads)
     policy = create_policy("hf", {"model": args.model}, seed=0)  # engine=hf: its own sampler
     policy.module.eval()
@@ -65,25 +66,24 @@ def main() -> None:
     seeds = list(range(args.batch))
 
     hf_out, hf_s = timed(policy.sample, prompts, seeds, args.new_tokens)
-    slot = PolicyEngine()
+    engine = create_engine("vllm")
     t = time.perf_counter()
-    engine = slot.get(policy)
+    engine.update_weights(Checkpoint(policy, None, {}, policy_digest(policy)))
     start_s = time.perf_counter() - t
 
-    def vllm_sample(prompts, temperatures, seeds, new_tokens):
-        return engine.sample(prompts, temperatures, seeds, new_tokens, eos_ids=policy.eos_ids)
-
-    vllm_out, vllm_s = timed(vllm_sample, prompts, seeds, args.new_tokens)
-    with torch.no_grad():  # what an optimizer step does: the same weights, changed in place
-        for w in policy.module.parameters():
-            w.mul_(1.0)
-    t = time.perf_counter()
-    assert slot.get(policy) is engine and engine.reloads == 1  # reloaded in place, not restarted
-    reload_s = time.perf_counter() - t
-    slot.close()
+    vllm_out, vllm_s = timed(engine.sample, prompts, seeds, args.new_tokens)
     hf_tok, vllm_tok = (sum(len(s.token_ids) for s in out) for out in (hf_out, vllm_out))
     hf_rate, vllm_rate = hf_tok / hf_s, vllm_tok / vllm_s
     gaps = {name: logprob_gap(policy, prompts, out) for name, out in (("vllm", vllm_out), ("hf", hf_out))}
+    with torch.no_grad():  # what an optimizer step does: new weights (not the tied embedding)
+        for name, w in policy.module.named_parameters():
+            if "mlp" in name:
+                w.mul_(1.001)
+    t = time.perf_counter()
+    assert engine.update_weights(Checkpoint(policy, None, {}, policy_digest(policy)))
+    assert engine.starts == 1 and engine.engine.reloads == 1  # reloaded in place, not restarted
+    reload_s = time.perf_counter() - t
+    engine.close()
 
     table = Table(title=f"generation on {args.model}: {args.batch} prompts x <= {args.new_tokens} "
                         f"new tokens, temperature 1, {args.threads} cores")

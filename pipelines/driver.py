@@ -26,6 +26,7 @@ from flywheel.schemas import SCHEMA_VERSION, TABLES
 from flywheel.trainer.checkpoint import save_checkpoint
 from flywheel.trainer.policies import POLICIES
 from flywheel.trainer.train import train_iteration
+from flywheel.transforms.policy_model import close_worker_model
 from flywheel.transforms.write_tables import write_parquet
 
 Event = Callable[[str, dict], None]
@@ -164,5 +165,6 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
                                                           "train": peak_rss_mb()}}
         layout.write_json(layout.commit_marker(k), summary)
         event("iteration_end", summary)
+    close_worker_model()  # the in-process worker's engine (vLLM's processes) ends with the run
     event("run_end", {"run_dir": run_dir})
     return info

@@ -25,11 +25,11 @@ from flywheel.domains.registry import get_domain
 from flywheel.transforms.episodes import Episodes, is_multi_turn, turn_stages
 from flywheel.transforms.expand import Expand
 from flywheel.transforms.filters import FilterTrajectories
-from flywheel.transforms.generate import Generate, PolicyModelHandler
+from flywheel.transforms.generate import Generate
+from flywheel.transforms.policy_model import PolicyModelHandler
 from flywheel.transforms.metrics import ComputeMetrics, heldout_values, train_values
 from flywheel.transforms.rewards import NormalizeRewards
 from flywheel.transforms.tasks import ReadTasks, TaskRange
-from flywheel.transforms.turn import EpisodeModelHandler
 from flywheel.transforms.verify import Verify
 from flywheel.transforms.write_tables import WriteTable
 
@@ -92,7 +92,7 @@ class Rollout(beam.PTransform):
             single, multi = attempts | "ByTurns" >> beam.Partition(
                 lambda a, n, m=limits: int(is_multi_turn(a, m)), 2)
             episodes = multi | "Episodes" >> Episodes(
-                EpisodeModelHandler(**policy), stages, limits, **sandbox,
+                handler, stages, limits, **sandbox,
                 token_budget=r.episode_tokens, observation_chars=r.observation_chars)
             generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
                          | "AllGenerated" >> beam.Flatten())

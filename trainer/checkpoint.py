@@ -96,6 +96,12 @@ def load_checkpoint(uri: str, device: str | torch.device = "cpu") -> Checkpoint:
     return Checkpoint(policy=policy, optimizer_state=opt_state, meta=config["meta"], digest=digest)
 
 
+def recorded_digest(uri: str) -> str | None:
+    """The weights' digest a checkpoint's config.json records, read without loading them (None
+    for a checkpoint saved before digests were recorded)."""
+    return json.loads(read_file(join(uri, "config.json"))).get("digest")
+
+
 def checkpoint_exists(uri: str) -> bool:
     """True when `uri` holds a complete checkpoint (its config.json is written)."""
     return file_exists(join(uri, "config.json"))

@@ -3,9 +3,10 @@
 Token ids are the source of truth. A backend turns text into ids (`encode_prompt`,
 `encode_response`) and ids into text (`decode`); the sampler returns the exact ids it drew with
 one log-probability each, and the trainer scores those same ids again (`token_logprobs`) without
-ever re-tokenizing text. Everything else about a backend (its tokenizer, its KV cache, the
-library that runs it) stays behind this protocol; backends register by name in
-`flywheel.trainer.policies.POLICIES`.
+ever re-tokenizing text. Rollout samples through a `RolloutEngine` (rollout_engine.py): the
+default one calls the policy's own `sample`, vLLM's runs an export of its weights. Everything
+else about a backend (its tokenizer, its KV cache, the library that runs it) stays behind this
+protocol; backends register by name in `flywheel.trainer.policies.POLICIES`.
 """
 
 from __future__ import annotations
@@ -54,6 +55,16 @@ class Policy(Protocol):
     def decode(self, ids: Sequence[int]) -> str:
         """Text of response ids up to the first EOS id; special tokens are left out."""
 
+    @property
+    def engine(self) -> str:
+        """The rollout engine that samples it (PolicyDefaults: "hf", the policy's own sampler)."""
+
+    def encode_tool_prompt(self, text: str, tools: list[dict]) -> list[int]:
+        """An episode's first prompt with its tools (PolicyDefaults: the plain prompt)."""
+
+    def encode_observation(self, text: str) -> list[int]:
+        """An observation between two turns (PolicyDefaults: the text without EOS)."""
+
     def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
                seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
         """Continue each prompt (len(prompts) rows) until an EOS id, `max_new_tokens` or a full
@@ -88,3 +99,26 @@ class Policy(Protocol):
                device: str | torch.device = "cpu") -> Policy:
         """A fresh policy from backend options (KEY=VALUE settings of the run; unknown keys are
         an error); the same (options, seed) gives the same weights anywhere."""
+
+
+class PolicyDefaults:
+    """What a backend may override, with defaults: the rollout engine that samples it, and how
+    an episode's tool prompt and observations read (a chat template frames them its own way).
+
+    Backends inherit it, so callers call these methods and never probe for them."""
+
+    @property
+    def engine(self) -> str:
+        """The name of the rollout engine that samples this policy (rollout_engine.ENGINES)."""
+        return "hf"
+
+    def encode_tool_prompt(self, text: str, tools: list[dict]) -> list[int]:
+        """An episode's first prompt, with the tools where the format shows them: by default the
+        plain prompt."""
+        return self.encode_prompt(text)
+
+    def encode_observation(self, text: str) -> list[int]:
+        """Ids of an observation, as the policy reads it between two of its own turns: by
+        default the text as a response, without its closing EOS."""
+        ids = self.encode_response(text)
+        return ids[:-1] if ids and ids[-1] in self.eos_ids else ids

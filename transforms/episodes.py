@@ -15,7 +15,8 @@ from flywheel.domains.episodes import MAX_TURNS, TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
-from flywheel.transforms.turn import DONE_TAG, EpisodeModelHandler, Turn, end_episode, start_episode
+from flywheel.transforms.policy_model import PolicyModelHandler
+from flywheel.transforms.turn import DONE_TAG, Turn, end_episode, start_episode
 
 
 def turn_stages(domains, limits: int | TurnLimits) -> int:
@@ -31,7 +32,7 @@ def is_multi_turn(attempt, limits: int | TurnLimits) -> bool:
 class Episodes(beam.PTransform):
     """Attempts of multi-turn domains in; {"attempts": ended episodes, "errors": rows} out."""
 
-    def __init__(self, handler: EpisodeModelHandler, stages: int, run_max_turns: int | TurnLimits,
+    def __init__(self, handler: PolicyModelHandler, stages: int, run_max_turns: int | TurnLimits,
                  backend: str,
                  options: dict | None = None, token_budget: int = 0, observation_chars: int = 2000):
         super().__init__()

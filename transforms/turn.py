@@ -15,19 +15,19 @@ Token accounting: an episode's sequence is its prompt ids followed by `response_
 hold every action (sampled ids with their log-probabilities, mask 1) and every observation (ids of
 the text the environment returned, log-probability 0, mask 0) in order, appended and never
 re-tokenized: what the trainer scores is what the policy saw. Observations are tokenized on the
-generating worker, where the tokenizer is: a policy may render them its own way
-(`encode_observation`: a chat template's tool message) and show the tools in its prompt
-(`encode_tool_prompt`).
+generating worker, where the tokenizer is: a policy renders them its own way
+(`encode_observation`: a chat template's tool message) and shows the tools in its prompt
+(`encode_tool_prompt`), or keeps trainer/policy.py's `PolicyDefaults`. The model handler
+(policy_model.py) is the one Generate uses, so a worker holds one policy and engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import apache_beam as beam
-from apache_beam.ml.inference.base import PredictionResult, RunInference
-from apache_beam.utils.shared import Shared
+from apache_beam.ml.inference.base import RunInference
 
 from flywheel.domains.episodes import BUDGET, FAILED, MAX_TURNS, EpisodeState, Step, turns_for
 from flywheel.domains.registry import get_domain
@@ -36,13 +36,14 @@ from flywheel.sandbox import SandboxError
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
 from flywheel.transforms.execute import SandboxStage
-from flywheel.transforms.generate import LoadedPolicy, PolicyModelHandler, fit_prompt
+from flywheel.transforms.generate import fit_prompt
 
 if TYPE_CHECKING:
     from flywheel.trainer.policy import Policy
+    from flywheel.trainer.rollout_engine import RolloutEngine
+    from flywheel.transforms.policy_model import PolicyModelHandler
 
 DONE_TAG = "done"
-_POLICIES = Shared()  # one policy per worker process for all the Turn stages of a pipeline
 
 
 def start_episode(attempt: Attempt, run_max_turns, token_budget: int = 0,
@@ -57,17 +58,12 @@ def start_episode(attempt: Attempt, run_max_turns, token_budget: int = 0,
 
 def tool_prompt_ids(policy: Policy, text: str, tools: list[dict]) -> list[int]:
     """The first turn's ids: the policy's prompt, with the tools where its format shows them."""
-    encode = getattr(policy, "encode_tool_prompt", None)
-    return encode(text, tools) if encode else policy.encode_prompt(text)
+    return policy.encode_tool_prompt(text, tools)
 
 
 def observation_ids(policy: Policy, text: str) -> list[int]:
     """Ids of an observation, as the policy reads it between two of its own turns."""
-    encode = getattr(policy, "encode_observation", None)
-    if encode:
-        return encode(text)
-    ids = policy.encode_response(text)
-    return ids[:-1] if ids and ids[-1] in policy.eos_ids else ids
+    return policy.encode_observation(text)
 
 
 def turn_seed(seed: int, turn: int) -> int:
@@ -94,10 +90,12 @@ def _context(policy: Policy, attempt: Attempt) -> tuple[list[int], dict]:
     return [*attempt.prompt_token_ids, *fields["response_token_ids"]], fields
 
 
-def generate_turn_batch(policy: Policy, batch: Sequence[Attempt]) -> list[dict]:
-    """Sample the next action of each live episode in `batch` in one call; an episode whose next
-    action would not fit its token budget (the policy's context, or the run's --episode-tokens)
-    ends instead, with episode_end=BUDGET. Returns each attempt's changed fields."""
+def generate_turn_batch(policy: Policy, batch: Sequence[Attempt],
+                        engine: RolloutEngine | None = None) -> list[dict]:
+    """Sample the next action of each live episode in `batch` (with `engine`, else the policy's
+    own sampler); an episode whose next action would not fit its token budget (the policy's
+    context, or the run's --episode-tokens) ends instead, with episode_end=BUDGET. Returns each
+    attempt's changed fields."""
     started = now()
     plans = []
     for attempt in batch:
@@ -111,7 +109,7 @@ def generate_turn_batch(policy: Policy, batch: Sequence[Attempt]) -> list[dict]:
             by_room.setdefault(room, []).append(i)
     samples = {}
     for room, rows in by_room.items():  # one call per room: no row may run past its context
-        samples.update(zip(rows, policy.sample(
+        samples.update(zip(rows, (engine or policy).sample(
             [plans[i][0] for i in rows], [batch[i].sampling_temperature for i in rows],
             [turn_seed(batch[i].seed, batch[i].episode["turn"]) for i in rows], room)))
     results = []
@@ -137,21 +135,6 @@ def generate_turn_batch(policy: Policy, batch: Sequence[Attempt]) -> list[dict]:
             "response": action, "finish_reason": finish, "episode": episode,
             "started_at": attempt.started_at or started})
     return results
-
-
-class EpisodeModelHandler(PolicyModelHandler):
-    """PolicyModelHandler for turns: samples each live episode's next action on top of its ids
-    so far, and shares one loaded policy between all Turn stages of the worker."""
-
-    def load_model(self) -> LoadedPolicy:
-        key = (self.checkpoint_uri, self.backend, repr(sorted(self.options.items())), self.init_seed)
-        return _POLICIES.acquire(super().load_model, tag=repr(key))
-
-    def run_inference(self, batch: Sequence[Attempt], model: LoadedPolicy,
-                      inference_args=None) -> Iterable[PredictionResult]:
-        outs = generate_turn_batch(model.policy, batch)
-        return [PredictionResult(a, {**out, "checkpoint_digest": model.digest})
-                for a, out in zip(batch, outs)]
 
 
 def act(attempt: Attempt, runner: ToolRunner) -> tuple[Attempt, dict | None]:
@@ -227,7 +210,7 @@ class _Act(SandboxStage):
 class Turn(beam.PTransform):
     """Live episodes in; {"live", "done", "errors"} out."""
 
-    def __init__(self, handler: EpisodeModelHandler, backend: str, options: dict | None = None,
+    def __init__(self, handler: PolicyModelHandler, backend: str, options: dict | None = None,
                  workers: int = 4, batch_size: int = 64):
         super().__init__()
         self.handler, self.backend, self.options = handler, backend, dict(options or {})

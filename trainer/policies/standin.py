@@ -19,7 +19,7 @@ import torch
 
 from flywheel.trainer.policies import POLICIES
 from flywheel.trainer.policies.tiny import tokens
-from flywheel.trainer.policy import Sample
+from flywheel.trainer.policy import PolicyDefaults, Sample
 
 LOGPROB = -0.5
 MODES = ("fixed", "digits")
@@ -32,7 +32,7 @@ class _Bias(torch.nn.Module):
 
 
 @POLICIES.register("standin")
-class StandinPolicy:
+class StandinPolicy(PolicyDefaults):
     pretrained = True  # nothing to warm-start
     context = 1 << 16
     pad_id = tokens.PAD

@@ -2,7 +2,8 @@
 logprobs are what the trainer scores, seeds reproduce, EOS ends a response as in the hf sampler,
 and a real `flywheel run` samples each iteration from the checkpoint the trainer just wrote.
 
-One engine serves the module (starting one takes ~30-60 s on 2 busy cores). The model is the
+One `vllm` rollout engine serves the module (starting one takes ~30-60 s on 2 busy cores); the
+policy (engine=vllm) tokenizes and scores, and its own `sample` is the hf sampler. The model is the
 tiny random Llama with head_dim=32 (vLLM's CPU attention has no kernel for 16), its EOS
 embedding pointed along the mean hidden state so that responses end by EOS about as often as
 by length.
@@ -53,13 +54,27 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def policy(model_dir):
-    """The hf policy with engine=vllm, its engine started once for the module."""
+    """The hf policy with engine=vllm."""
     from flywheel.trainer.policies import create_policy
     p = create_policy("hf", {"model": model_dir, "engine": "vllm"}, seed=0)
     p.module.eval()
-    p.vllm_engine()
-    yield p
-    p.close_engine()
+    return p
+
+
+def weights(policy):
+    """`policy`'s weights as a checkpoint names them: the policy and its digest."""
+    from flywheel.trainer.checkpoint import Checkpoint, policy_digest
+    return Checkpoint(policy, None, {}, policy_digest(policy))
+
+
+@pytest.fixture(scope="module")
+def engine(policy):
+    """The vllm rollout engine running `policy`'s weights, started once for the module."""
+    from flywheel.trainer.rollout_engine import create_engine
+    e = create_engine(policy.engine)
+    assert e.update_weights(weights(policy)) and e.starts == 1
+    yield e
+    e.close()
 
 
 PROMPTS = [f"What is {a} + {b}? Answer with just the number." for a, b in
@@ -79,10 +94,10 @@ def scored(policy, prompts, samples, temperatures):
     return lp[mask], batch["old_logprobs"][mask]
 
 
-def test_sampled_logprobs_equal_the_trainers(policy):
+def test_sampled_logprobs_equal_the_trainers(policy, engine):
     prompts = [policy.encode_prompt(q) for q in PROMPTS] * 2
     temperatures = [1.0, 0.7, 1.3, 0.0] * 4
-    samples = policy.sample(prompts, temperatures, list(range(16)), 24)
+    samples = engine.sample(prompts, temperatures, list(range(16)), 24)
     assert all(0 < len(s.token_ids) == len(s.logprobs) <= 24 for s in samples)
     trainer, sampler = scored(policy, prompts, samples, temperatures)
     gap = (trainer - sampler).abs()
@@ -90,24 +105,23 @@ def test_sampled_logprobs_equal_the_trainers(policy):
     assert gap.max() < 1e-4
 
 
-def test_same_seed_same_ids_whatever_the_batch(policy):
+def test_same_seed_same_ids_whatever_the_batch(policy, engine):
     prompts = [policy.encode_prompt(q) for q in PROMPTS]
-    first = policy.sample(prompts, [1.0] * 8, list(range(100, 108)), 16)
-    again = policy.sample(prompts, [1.0] * 8, list(range(100, 108)), 16)
-    alone = policy.sample(prompts[3:4], [1.0], [103], 16)
-    other = policy.sample(prompts, [1.0] * 8, list(range(200, 208)), 16)
+    first = engine.sample(prompts, [1.0] * 8, list(range(100, 108)), 16)
+    again = engine.sample(prompts, [1.0] * 8, list(range(100, 108)), 16)
+    alone = engine.sample(prompts[3:4], [1.0], [103], 16)
+    other = engine.sample(prompts, [1.0] * 8, list(range(200, 208)), 16)
     assert [s.token_ids for s in first] == [s.token_ids for s in again]
     assert [s.logprobs for s in first] == [s.logprobs for s in again]
     assert alone[0].token_ids == first[3].token_ids
     assert [s.token_ids for s in other] != [s.token_ids for s in first]
 
 
-def test_eos_ends_a_response_as_in_the_hf_sampler(policy, model_dir):
+def test_eos_ends_a_response_as_in_the_hf_sampler(policy, engine):
     """A response ends at its first EOS id, which it keeps as its last id ("stop"); one without
     EOS runs to max_new_tokens ("length"). Greedy responses are the hf sampler's, id for id."""
-    from flywheel.trainer.policies import create_policy
     prompts = [policy.encode_prompt(q) for q in PROMPTS] * 4
-    samples = policy.sample(prompts, [1.0] * 32, list(range(32)), 20)
+    samples = engine.sample(prompts, [1.0] * 32, list(range(32)), 20)
     eos = set(policy.eos_ids)
     for s in samples:
         ends = [k for k, i in enumerate(s.token_ids) if i in eos]
@@ -118,11 +132,9 @@ def test_eos_ends_a_response_as_in_the_hf_sampler(policy, model_dir):
     reasons = {s.finish_reason for s in samples}
     assert reasons == {"stop", "length"}, reasons
 
-    hf = create_policy("hf", {"model": model_dir}, seed=0)
-    hf.module.eval()
     greedy = [policy.encode_prompt(q) for q in PROMPTS]
-    ours = policy.sample(greedy, [0.0] * 8, list(range(8)), 20)
-    theirs = hf.sample(greedy, [0.0] * 8, list(range(8)), 20)
+    ours = engine.sample(greedy, [0.0] * 8, list(range(8)), 20)
+    theirs = policy.sample(greedy, [0.0] * 8, list(range(8)), 20)
     assert [(s.token_ids, s.finish_reason) for s in ours] == \
         [(s.token_ids, s.finish_reason) for s in theirs]
     for a, b in zip(ours, theirs):
@@ -132,7 +144,7 @@ def test_eos_ends_a_response_as_in_the_hf_sampler(policy, model_dir):
 ENV_AT_IMPORT = dict(os.environ)
 
 
-def test_this_process_keeps_its_environment(policy):
+def test_this_process_keeps_its_environment(engine):
     """What vLLM's CPU platform writes into os.environ while starting (LD_PRELOAD of torch's
     libgomp, the spawn method, inductor threads) stays with the engine's processes."""
     for key in ("LD_PRELOAD", "VLLM_WORKER_MULTIPROC_METHOD", "TORCHINDUCTOR_COMPILE_THREADS",
@@ -140,12 +152,12 @@ def test_this_process_keeps_its_environment(policy):
         assert os.environ.get(key) == ENV_AT_IMPORT.get(key), key
 
 
-def test_a_stop_string_ends_a_response(policy):
+def test_a_stop_string_ends_a_response(policy, engine):
     """With stop strings the response ends at the token that completes one (kept), as the hf
     sampler does; the text before that token does not hold it."""
     prompts = [policy.encode_prompt(q) for q in PROMPTS] * 2
     stops = ("a", "e")
-    samples = policy.vllm_engine().sample(prompts, [1.0] * 16, list(range(16)), 24,
+    samples = engine.engine.sample(prompts, [1.0] * 16, list(range(16)), 24,
                                           eos_ids=policy.eos_ids, stop_strings=stops)
     stopped = [s for s in samples if s.finish_reason == "stop" and s.token_ids[-1] not in policy.eos_ids]
     assert stopped
@@ -154,10 +166,18 @@ def test_a_stop_string_ends_a_response(policy):
         assert not any(x in policy.decode(s.token_ids[:-1]) for x in stops)
 
 
-def test_a_lora_policy_samples_from_its_merged_adapter(policy, model_dir):
+def test_the_same_digest_loads_nothing(policy, engine):
+    """Weights are named by their digest: giving the engine the weights it runs (another policy
+    object with the same digest included) reloads nothing and starts nothing."""
+    loads, starts, reloads = engine.weight_loads, engine.starts, engine.engine.reloads
+    assert not engine.update_weights(weights(policy))
+    assert (engine.weight_loads, engine.starts, engine.engine.reloads) == (loads, starts, reloads)
+
+
+def test_a_lora_policy_samples_from_its_merged_adapter(policy, engine, model_dir):
     """With LoRA the engine runs the base with the adapter merged in: its logprobs are the
-    adapted policy's, not the base's. Another policy of the same architecture takes the running
-    engine (its weights reloaded), and the first policy gets its own weights back the same way."""
+    adapted policy's, not the base's. Another policy of the same architecture goes into the
+    running engine (its weights reloaded), and the base's weights come back the same way."""
     from flywheel.trainer.policies import create_policy
     lora = create_policy("hf", {"model": model_dir, "engine": "vllm", "lora_r": 4}, seed=0)
     lora.module.eval()
@@ -165,30 +185,30 @@ def test_a_lora_policy_samples_from_its_merged_adapter(policy, model_dir):
         for name, w in lora.module.named_parameters():
             if "lora_B" in name:  # B starts at zero: make the adapter change the function
                 w.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
+    running, reloads = engine.engine, engine.engine.reloads
+    assert engine.update_weights(weights(lora))
     prompts = [lora.encode_prompt(q) for q in PROMPTS[:4]]
-    samples = lora.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
-    engine = lora.vllm_engine()
-    reloads = engine.reloads
+    samples = engine.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
+    assert engine.engine is running and running.reloads == reloads + 1  # same embedding
     trainer, sampler = scored(lora, prompts, samples, [1.0] * 4)
     assert (trainer - sampler).abs().max() < 1e-4
     base, _ = scored(policy, prompts, samples, [1.0] * 4)
     assert (base - sampler).abs().max() > 1e-2
-    again = policy.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)  # the base's weights back
-    assert policy.vllm_engine() is engine and engine.reloads == reloads + 1  # same embedding
+    assert engine.update_weights(weights(policy))  # the base's weights back
+    again = engine.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
+    assert engine.engine is running and running.reloads == reloads + 2
     trainer, sampler = scored(policy, prompts, again, [1.0] * 4)
     assert (trainer - sampler).abs().max() < 1e-4
 
 
 @pytest.mark.parametrize("embedding", [False, True])
-def test_the_engine_follows_the_policys_weights(policy, embedding):
-    """An in-place change of the weights (what an optimizer step does) reaches the running engine
-    (reloaded in place, its prefix cache dropped: the same prompts again): its logprobs are again
-    the trainer's. A changed embedding that is also the output head (tied) gets a new engine:
-    vLLM's reload would leave the head as it was."""
-    from flywheel.trainer.policies.hf.vllm_engine import weights_stamp
+def test_changed_weights_reach_the_engine(policy, engine, embedding):
+    """Changed weights (what an optimizer step makes; a new digest) go into the running engine
+    (reloaded in place, its prefix cache dropped: the same prompts again): its logprobs are
+    again the trainer's. A changed embedding that is also the output head (tied) gets a new
+    engine: vLLM's reload would leave the head as it was."""
     prompts = [policy.encode_prompt(q) for q in PROMPTS[:4]]
-    before = policy.vllm_engine()
-    stamp = weights_stamp(policy.module)
+    before, starts = engine.engine, engine.starts
     embed = policy.causal_lm.model.embed_tokens.weight  # tied: also the output head
     assert policy.causal_lm.config.tie_word_embeddings
     down = policy.causal_lm.model.layers[0].mlp.down_proj.weight
@@ -197,19 +217,21 @@ def test_the_engine_follows_the_policys_weights(policy, embedding):
         down.mul_(3.0)
         embed.mul_(1.5 if embedding else 1.0)
     try:
-        assert weights_stamp(policy.module) != stamp
         reloads = before.reloads
-        samples = policy.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
+        assert engine.update_weights(weights(policy))
+        samples = engine.sample(prompts, [1.0] * 4, [0, 1, 2, 3], 12)
         if embedding:
-            assert policy.vllm_engine() is not before and before.llm is None  # a new engine
+            assert engine.engine is not before and before.llm is None  # a new engine
+            assert engine.starts == starts + 1
         else:
-            assert policy.vllm_engine() is before and before.reloads == reloads + 1  # not restarted
+            assert engine.engine is before and before.reloads == reloads + 1  # not restarted
         trainer, sampler = scored(policy, prompts, samples, [1.0] * 4)
         assert (trainer - sampler).abs().max() < 1e-4
     finally:
         with torch.no_grad():
             down.copy_(saved[0])
             embed.copy_(saved[1])
+        engine.update_weights(weights(policy))
 
 
 @pytest.mark.slow

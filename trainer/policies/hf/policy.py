@@ -10,7 +10,8 @@ A checkpoint holds the model and tokenizer in Hugging Face format (save_pretrain
 subfolder `hf/`, since config.json belongs to the checkpoint; with LoRA, `lora_r=16`, the
 frozen base there and the peft adapter alone in `hf-adapter/`); its config.json keeps the
 options. `transformers` is imported on first use, so listing backends stays cheap. With
-`engine=vllm` the policy samples through vLLM (vllm_engine.py) and trains as it always does.
+`engine=vllm` rollout samples through vLLM (vllm_engine.py's rollout engine) and the policy trains
+as it always does; its own `sample` is the hf sampler.
 """
 from __future__ import annotations
 
@@ -33,15 +34,14 @@ from flywheel.trainer.policies.hf.model_files import (
 )
 from flywheel.trainer.policies.hf.named_models import NAMED_MODELS
 from flywheel.trainer.policies.hf.options import HFOptions
-from flywheel.trainer.policies.hf.vllm_engine import PolicyEngine
-from flywheel.trainer.policy import Sample
+from flywheel.trainer.policy import PolicyDefaults, Sample
 
 SUBFOLDER, ADAPTER = "hf", "hf-adapter"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @POLICIES.register("hf")
-class HFPolicy:
+class HFPolicy(PolicyDefaults):
     """A transformers causal LM and its tokenizer; options are HFOptions' fields."""
 
     pretrained = True  # the run skips the supervised warm start unless it is asked for
@@ -65,8 +65,6 @@ class HFPolicy:
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0])
         positions = getattr(lm.config, "max_position_embeddings", None) or options.context
         self.context = min(options.context, int(positions))
-        # engine=vllm: the engine starts on the first sample, from the weights held then.
-        self._vllm = PolicyEngine() if options.engine == "vllm" else None
         self._base: tuple[str, str] | None = None  # LoRA: (where the frozen base is, its digest)
 
     @classmethod
@@ -198,26 +196,16 @@ class HFPolicy:
                seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
         if self.options.max_new_tokens:
             max_new_tokens = min(max_new_tokens, self.options.max_new_tokens)
-        if self.options.engine == "vllm":
-            return self.vllm_engine().sample(prompts, temperatures, seeds, max_new_tokens,
-                                             eos_ids=self.eos_ids,
-                                             stop_strings=self.options.stop_strings)
         return sampling.sample(
             self.causal_lm, prompts, temperatures, seeds, max_new_tokens, eos_ids=self.eos_ids,
             pad_id=self.pad_id, context=self.context, top_p=self.options.top_p,
             stop_strings=self.options.stop_strings,
             decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True))
 
-    def vllm_engine(self):
-        """The vLLM engine running this policy's current weights (started, or restarted after
-        the weights changed, here); `close_engine` stops it."""
-        if self._vllm is None:
-            raise ValueError("this policy samples with engine=hf")
-        return self._vllm.get(self)
-
-    def close_engine(self) -> None:
-        if self._vllm is not None:
-            self._vllm.close()
+    @property
+    def engine(self) -> str:
+        """The rollout engine the options name: hf (this sampler) or vllm."""
+        return self.options.engine
 
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
                        temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:

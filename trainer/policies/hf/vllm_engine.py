@@ -1,4 +1,5 @@
-"""Sampling through vLLM's offline `LLM` engine, for the hf backend's `engine=vllm` option.
+"""The `vllm` rollout engine: sampling through vLLM's offline `LLM` engine, for the hf backend's
+`engine=vllm` option (trainer/rollout_engine.py names it).
 
     flywheel run --policy hf --policy-options model=DIR,engine=vllm
 
@@ -18,7 +19,6 @@ starts one needs `if __name__ == "__main__":`. The environment changes vLLM make
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import threading
@@ -64,7 +64,7 @@ def _engine_environment():
 
 
 class VLLMEngine:
-    """One vLLM engine over one Hugging Face model folder; `sample` is the Policy's sampler."""
+    """One vLLM `LLM` over one Hugging Face model folder; `sample` keeps Policy.sample's contract."""
 
     def __init__(self, model_dir: str, *, context: int, dtype: str = "float32", seed: int = 0,
                  gpu_memory: float = 0.5):
@@ -155,81 +155,81 @@ def _check_cpu_head_size(model_dir: str) -> None:
                          "or build the tiny Llama with head_dim=32")
 
 
-class PolicyEngine:
-    """A policy's view of the process's vLLM engine: `get` returns the engine running the
-    policy's current weights, so vLLM never samples from weights the policy no longer has.
+class VLLMRolloutEngine:
+    """The `vllm` rollout engine (trainer/rollout_engine.py): one vLLM engine, started on the
+    first weights it is given and kept while later weights fit it.
 
     The weights reach vLLM through `HFPolicy.export`: one plain folder, a LoRA adapter merged into
     the base (vLLM's own LoRA path is slower on CPU and limits ranks and target modules; a merge
     gives the same function to ~1e-7 and works for any adapter peft trains), a GGUF model
-    dequantized (vLLM does not load GGUF).
-
-    One engine runs per process (`_SLOT`), and it outlives policies: when another policy (the
-    next iteration's checkpoint) or changed weights (an optimizer step) ask for it, and the
-    export has the same architecture, tokenizer and engine settings, the running engine reloads
-    the new weights in place (vLLM's `reload_weights`, then its prefix cache is dropped: cached
-    keys and values of the old weights must not be reused). That takes seconds; starting an
-    engine takes 30-70 s. Otherwise the old engine stops before the new one starts (on a GPU it
-    holds its share of the memory, which the next one needs). `close` stops it.
+    dequantized (vLLM does not load GGUF). New weights (another digest) with the same
+    architecture, tokenizer and engine settings are reloaded in place (vLLM's `reload_weights`,
+    then its prefix cache is dropped: cached keys and values of the old weights must not be
+    reused), in seconds; otherwise the old engine stops before a new one starts (30-70 s; on a
+    GPU it holds its share of the memory, which the next one needs).
     """
 
     def __init__(self):
-        self._token = object()  # this policy's identity in _SLOT.loaded
+        self.engine: VLLMEngine | None = None
+        self.folder: str | None = None  # the export the engine reads
+        self.key: str | None = None  # engine_key of that export
+        self.digest: str | None = None
+        self.starts = self.weight_loads = 0
+        self._sampling: tuple = ((), (), 0)  # the policy's EOS ids, stop strings, token cap
+        self._lock = threading.Lock()
 
-    def get(self, policy) -> VLLMEngine:
-        """The engine, running `policy`'s weights as they are now."""
-        with _SLOT.lock:
-            loaded = (self._token, weights_stamp(policy.module))
-            if _SLOT.engine is not None and _SLOT.loaded == loaded:
-                return _SLOT.engine
+    def update_weights(self, checkpoint) -> bool:
+        """Run `checkpoint.policy` (an HFPolicy) from now on; nothing happens for the digest
+        already running."""
+        with self._lock:
+            if self.engine is not None and checkpoint.digest == self.digest:
+                return False
+            policy = checkpoint.policy
             import tempfile
             folder = tempfile.mkdtemp(prefix="flywheel-vllm-")
             try:
                 policy.export(folder)
                 key = engine_key(folder, policy.context, policy.options.dtype,
                                  policy.options.vllm_gpu_memory)
-                if _SLOT.engine is not None and _SLOT.key == key:
-                    _SLOT.engine.reload(folder)
+                if self.engine is not None and self.key == key:
+                    self.engine.reload(folder)
                 else:
-                    _SLOT.close()
-                    _SLOT.engine = VLLMEngine(folder, context=policy.context,
-                                              dtype=policy.options.dtype,
-                                              gpu_memory=policy.options.vllm_gpu_memory)
+                    self._stop()
+                    self.engine = VLLMEngine(folder, context=policy.context,
+                                             dtype=policy.options.dtype,
+                                             gpu_memory=policy.options.vllm_gpu_memory)
+                    self.starts += 1
             except BaseException:  # an engine left half-reloaded must not serve anyone
                 _remove(folder)
-                _SLOT.close()
+                self._stop()
                 raise
-            _remove(_SLOT.folder)  # the engine reads the new folder from now on
-            _SLOT.folder, _SLOT.key, _SLOT.loaded = folder, key, loaded
-            return _SLOT.engine
+            _remove(self.folder)  # the engine reads the new folder from now on
+            self.folder, self.key, self.digest = folder, key, checkpoint.digest
+            self._sampling = (policy.eos_ids, policy.options.stop_strings,
+                              policy.options.max_new_tokens)
+            self.weight_loads += 1
+            return True
+
+    def sample(self, prompts, temperatures, seeds, max_new_tokens) -> list[Sample]:
+        if self.engine is None:
+            raise RuntimeError("the vLLM engine has no weights yet: call update_weights first")
+        eos_ids, stop_strings, cap = self._sampling
+        return self.engine.sample(prompts, temperatures, seeds,
+                                  min(max_new_tokens, cap) if cap else max_new_tokens,
+                                  eos_ids=eos_ids, stop_strings=stop_strings)
 
     def close(self) -> None:
-        """Stop the engine if it runs this policy's weights (a later `get` starts a new one)."""
-        with _SLOT.lock:
-            if _SLOT.loaded is not None and _SLOT.loaded[0] is self._token:
-                _SLOT.close()
+        """Stop the engine's processes and remove its export (a later update_weights starts a
+        new engine)."""
+        with self._lock:
+            self._stop()
 
-
-class _Slot:
-    """The process's one engine, the export folder it reads, and whose weights it runs."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.engine: VLLMEngine | None = None
-        self.folder: str | None = None
-        self.key: str | None = None
-        self.loaded: tuple | None = None  # (PolicyEngine token, weights_stamp)
-
-    def close(self) -> None:
+    def _stop(self) -> None:
         engine, folder = self.engine, self.folder
-        self.engine = self.folder = self.key = self.loaded = None
+        self.engine = self.folder = self.key = self.digest = None
         if engine is not None:
             engine.close()
         _remove(folder)
-
-
-_SLOT = _Slot()
-atexit.register(_SLOT.close)
 
 
 def _embedding_digest(folder: str) -> bytes:
@@ -277,9 +277,3 @@ def engine_key(folder: str, context: int, dtype: str, gpu_memory: float) -> str:
             with open(path, "rb") as f:
                 digest.update(hashlib.sha256(f.read()).digest())
     return digest.hexdigest()
-
-
-def weights_stamp(module) -> tuple:
-    """Cheap identity of a module's weights: each parameter's storage and its version counter,
-    which every in-place change (an optimizer step, load_state_dict) increments."""
-    return tuple((p.data_ptr(), p._version) for p in module.parameters())

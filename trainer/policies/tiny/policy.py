@@ -21,11 +21,11 @@ from flywheel.trainer.policies.tiny.model import (
     policy_logprobs,
 )
 from flywheel.trainer.policies.tiny.sampling import sample
-from flywheel.trainer.policy import Sample
+from flywheel.trainer.policy import PolicyDefaults, Sample
 
 
 @POLICIES.register("tiny")
-class TinyPolicy:
+class TinyPolicy(PolicyDefaults):
     """A TinyTransformer with the byte tokenizer; options are TinyConfig's fields."""
 
     pad_id = tokens.PAD
