@@ -1,0 +1,211 @@
+"""Repository episodes: a codebase, a problem statement, tools, and tests that run for real.
+
+Task fields (the native form; domains/repo_suite.py generates them, users write them as JSONL):
+- `prompt`: the problem statement; `repo`: the snapshot, {"files": {path: text}};
+- `visible_tests`: test files in the snapshot the model may run (`run_tests`);
+- `hidden_tests` (fail on the snapshot, must pass after: SWE-bench's FAIL_TO_PASS) and
+  `regression_tests` (pass before, must still pass: PASS_TO_PASS), each a list of checks
+  {"id", "module", "call", "expect"}: `call` is an expression evaluated in `module` with the
+  repository on sys.path, whose value must equal `expect` (JSON);
+- optional `protected` (globs of test files the change may not touch; default PROTECTED),
+  `reference_patch` (a unified diff that solves it; the `answer`), `golden` (tool calls that solve it).
+
+The episode's state is the change from the snapshot ({"changes": {path: text or None}, "log": [...]}),
+never the tree: each call rebuilds the tree in a fresh sandbox from the snapshot and the changes,
+and the harness (domains/harnesses/repo.py) reports how the call changed it. The answer is the
+unified diff of the changes; scoring applies it to the snapshot, puts the protected files back,
+and evaluates the checks in a child process that never sees an expected value.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from flywheel.domains.domain import SandboxNeeds
+from flywheel.domains.episodes import SUBMITTED, EpisodeDomain, Step
+from flywheel.domains.registry import register_domain
+from flywheel.domains.report_channel import harness_report
+from flywheel.domains.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_TESTS
+from flywheel.domains.tools import ToolCall, render_call
+from flywheel.domains.unified_diff import make_diff
+
+_HERE = Path(__file__).resolve().parent
+HARNESS = (_HERE / "harnesses" / "repo.py").read_text()
+UNIFIED_DIFF = (_HERE / "unified_diff.py").read_text()
+REPORT_MARKER = "FLYWHEEL-REPO "
+PROTECTED = ("tests/*", "test_*.py", "*_test.py", "conftest.py", "sitecustomize.py",
+             "usercustomize.py", "*.pth", "pytest.ini", "tox.ini", "setup.cfg")
+CHECK_FIELDS = ("id", "module", "call", "expect")
+LOG_CHARS = 200
+
+
+def snapshot_files(task: dict[str, Any]) -> dict[str, str]:
+    """The repository snapshot of `task`, path -> text."""
+    return task["repo"]["files"]
+
+
+def tree(task: dict[str, Any], changes: dict[str, str | None]) -> dict[str, str]:
+    """The snapshot with `changes` applied (None: deleted)."""
+    files = dict(snapshot_files(task))
+    for path, text in changes.items():
+        if text is None:
+            files.pop(path, None)
+        else:
+            files[path] = text
+    return files
+
+
+def apply_delta(base: dict[str, str], changes: dict[str, str | None], delta: dict) -> dict:
+    """`changes` updated by one call's `delta` (the harness's report), kept minimal: a file back
+    to its snapshot text is no change."""
+    out = dict(changes)
+    for path, text in (delta.get("changed") or {}).items():
+        if base.get(path) == text:
+            out.pop(path, None)
+        else:
+            out[path] = text
+    for path in delta.get("deleted") or []:
+        if path in base:
+            out[path] = None
+        else:
+            out.pop(path, None)
+    return out
+
+
+def call_summary(call: ToolCall) -> str:
+    """One line of the episode's command log."""
+    args = {k: v if not isinstance(v, str) or len(v) <= 80 else v[:80] + "..." for k, v in call.arguments.items()}
+    return f"{call.name} {json.dumps(args)}"[:LOG_CHARS]
+
+
+@register_domain
+class RepoDomain(EpisodeDomain):
+    """Repository-level coding episodes over tens of turns (tasks from files: --tasks)."""
+
+    name = "repo"
+    verifier = "repo_tests"
+    description = "your own repository tasks (--tasks FILE: prompt, repo, visible/hidden/regression tests)"
+    report_marker = REPORT_MARKER
+    sandbox = SandboxNeeds(language="python", files=("harness.py", "unified_diff.py"),
+                           timeout_s=10.0, memory_mb=1024)
+    tools = REPO_TOOLS
+    plain_tool = APPLY_PATCH.name  # a response without a tool call is a diff: a one-step episode
+    max_turns = 30
+    max_new_tokens = 512
+    log_bytes = 3000
+    required_fields = ("task_id", "prompt", "repo", "hidden_tests")
+
+    def task_count(self) -> int | None:
+        return 0
+
+    def normalize_task(self, row: dict[str, Any]) -> dict[str, Any]:
+        task = dict(row)
+        task.setdefault("visible_tests", [])
+        task.setdefault("regression_tests", [])
+        task.setdefault("protected", list(PROTECTED) + list(task["visible_tests"]))
+        task.setdefault("answer", task.get("reference_patch", ""))
+        return task
+
+    def validate_task(self, task: dict[str, Any]) -> list[str]:
+        problems = super().validate_task(task)
+        repo = task.get("repo")
+        if not isinstance(repo, dict) or not isinstance(repo.get("files"), dict):
+            problems.append("field `repo` must be {\"files\": {path: text}}")
+        elif not all(isinstance(p, str) and isinstance(t, str) for p, t in repo["files"].items()):
+            problems.append("field `repo.files` must map paths to text")
+        for group in ("hidden_tests", "regression_tests"):
+            for n, check in enumerate(task.get(group) or []):
+                missing = [f for f in CHECK_FIELDS if not isinstance(check, dict) or f not in check]
+                if missing:
+                    problems.append(f"field `{group}[{n}]` lacks {', '.join(missing)}")
+        if not task.get("hidden_tests"):
+            problems.append("field `hidden_tests` must list at least one check")
+        files = repo.get("files", {}) if isinstance(repo, dict) else {}
+        for path in task.get("visible_tests") or []:
+            if path not in files:
+                problems.append(f"field `visible_tests`: {path!r} is not in the snapshot")
+        return problems
+
+    def start_state(self, task: dict[str, Any]) -> dict[str, Any]:
+        return {"changes": {}, "log": []}
+
+    def _request(self, task: dict, files: dict[str, str], plan: dict, mode: str) -> dict:
+        plan = {**plan, "tree": files}
+        return {"files": {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF},
+                "command": ["python", "harness.py", mode], "stdin": json.dumps(plan),
+                "limits": self.sandbox.limits()}
+
+    def tool_program(self, task: dict, state: dict, call: ToolCall,
+                     marker: str = REPORT_MARKER) -> dict | None:
+        plan = {"marker": marker, "call": {"name": call.name, "arguments": call.arguments},
+                "visible_tests": task.get("visible_tests") or [],
+                "budget_s": self.sandbox.timeout_s - 2.0, "log_bytes": self.log_bytes}
+        return self._request(task, tree(task, state.get("changes") or {}), plan, "tool")
+
+    def observe(self, task: dict, state: dict, call: ToolCall, result) -> Step:
+        log = list(state.get("log") or []) + [call_summary(call)]
+        report, problem, _ = harness_report(result, REPORT_MARKER)
+        if report is None:
+            return Step(f"error: the call did not finish: {problem[:300]}", {**state, "log": log}, None, None)
+        changes = apply_delta(snapshot_files(task), state.get("changes") or {}, report.get("delta") or {})
+        notes = [f"note: {path} not kept ({why})" for path, why in
+                 sorted((report.get("delta") or {}).get("skipped", {}).items())[:10]]
+        if report.get("outside"):
+            notes.append("note: files written outside the repository are not kept: "
+                         + ", ".join(report["outside"][:10]))
+            log.append("outside: " + ", ".join(report["outside"][:10]))
+        observation = "\n".join([str(report.get("observation", ""))] + notes)
+        tests = report.get("tests") if call.name == RUN_TESTS.name else None
+        total = (tests or {}).get("passed", 0) + (tests or {}).get("failed", 0)
+        reward = tests["passed"] / total if total else None
+        return Step(observation, {"changes": changes, "log": log}, None, reward)
+
+    def submit(self, state: dict, call: ToolCall) -> Step:
+        return Step("submitted", state, SUBMITTED)
+
+    def final_response(self, task: dict, state: dict) -> str:
+        return make_diff(snapshot_files(task), state.get("changes") or {})
+
+    def program(self, task: dict, response: str, marker: str = REPORT_MARKER) -> dict:
+        checks = ([{**c, "group": "hidden"} for c in task["hidden_tests"]]
+                  + [{**c, "group": "regression"} for c in task.get("regression_tests") or []])
+        plan = {"marker": marker, "patch": response, "checks": checks,
+                "protected": task.get("protected") or list(PROTECTED),
+                "visible_tests": task.get("visible_tests") or [],
+                "budget_s": self.sandbox.timeout_s - 1.5}
+        return self._request(task, snapshot_files(task), plan, "score")
+
+    def demonstration(self, task: dict, rng: random.Random) -> str:
+        return task.get("answer") or ""
+
+    def demonstration_turns(self, task: dict, rng) -> list[tuple[str, str | None]]:
+        golden = task.get("golden") or []
+        if not golden:
+            return super().demonstration_turns(task, rng)
+        calls = [render_call(ToolCall(c["name"], c.get("arguments") or {})) for c in golden]
+        return [(c, "") for c in calls[:-1]] + [(calls[-1], None)]
+
+
+@register_domain
+class RepoBugs(RepoDomain):
+    name = "repo_bugs"
+    description = ("a small multi-file Python package with a planted defect: read, search, edit, "
+                   "run the tests, submit; scored by hidden and regression checks")
+    tier = 2
+
+    def task_count(self) -> int | None:
+        return None
+
+    def sample_task(self, rng: random.Random) -> dict:
+        from flywheel.domains.repo_suite import build_task
+        task = build_task(rng)
+        files = task["repo"]["files"]
+        listing = "\n".join(sorted(files))
+        task["prompt"] = (f"{task['prompt']}\n\nThe repository's files:\n{listing}\n"
+                          f"Visible tests: {', '.join(task['visible_tests'])}")
+        fixed = task.pop("fixed_files")
+        task["reference_patch"] = make_diff(files, fixed)
+        return self.normalize_task(task)

@@ -1,0 +1,76 @@
+"""The `repo_tests` verifier: a repository change is right when the hidden checks pass and none of
+the regression checks breaks.
+
+The sandbox harness (domains/harnesses/repo.py, `score`) applied the answer's diff to the snapshot,
+put the protected files (tests, conftest.py, ...) back, and evaluated every check in a child that
+never saw an expected value. Reward 1 when the diff applies and every check passes, else 0: a
+regression broken is as wrong as the bug left in. Hacks earn 0 and are flagged: a diff that
+touches a protected file (`edited_tests`), checks cut short by an exit (`exited_early`), a diff
+that solves only what the visible tests show (`special_cased`), a forged or killed harness.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flywheel.domains.repo import REPORT_MARKER, snapshot_files
+from flywheel.verifiers import Verdict, register_verifier
+from flywheel.verifiers.scoring import harness_report
+
+
+_LITERAL = re.compile(r"-?\d+(?:\.\d+)?|'[^'\n]{1,80}'|\"[^\"\n]{1,80}\"")
+_TRIVIAL = {"0", "1", "-1", "2", "''", '""'}
+
+
+def special_cased(task: dict, diff: str) -> bool:
+    """The diff's added lines bring in a literal that a visible test holds and the snapshot's
+    code did not: a value looked up from the tests rather than computed."""
+    files = snapshot_files(task)
+    shown = {m for path in task.get("visible_tests") or [] for m in _LITERAL.findall(files.get(path, ""))}
+    code = {m for path, text in files.items() if path not in (task.get("visible_tests") or [])
+            for m in _LITERAL.findall(text)}
+    added = [line[1:] for line in diff[:1_000_000].splitlines()
+             if line.startswith("+") and not line.startswith("+++")]
+    return any(m in shown and m not in code and m not in _TRIVIAL
+               for line in added for m in _LITERAL.findall(line[:2000]))
+
+
+def _verdict(reward: float, passed: bool, components: dict, flags: list[str], detail: str) -> Verdict:
+    components = {**components, **{f"exploit_{f}": 1.0 for f in flags}}
+    if flags:
+        return Verdict(0.0, "fail", components, True,
+                       f"exploit suspected: {', '.join(flags)}; {detail}".strip("; "))
+    return Verdict(reward, "pass" if passed else "fail", components, False, detail)
+
+
+@register_verifier("repo_tests", "1")
+def repo_tests(task: dict, response: str, execution: Any = None) -> Verdict:
+    report, problem, flags = harness_report(execution, REPORT_MARKER)
+    if report is None:
+        return _verdict(0.0, False, {}, flags, problem)
+    if not report.get("applied"):
+        return _verdict(0.0, False, {"applied": 0.0}, flags,
+                        f"the diff does not apply: {report.get('error', '')}"[:600])
+    checks = report.get("checks") or {}
+    hidden = [c["id"] for c in task["hidden_tests"]]
+    regression = [c["id"] for c in task.get("regression_tests") or []]
+    ok = {cid: bool((checks.get(cid) or {}).get("ok")) for cid in hidden + regression}
+    if report.get("tampered"):
+        flags.append("edited_tests")
+    if report.get("exited_early"):
+        flags.append("exited_early")
+    visible = report.get("visible") or {}
+    if (visible.get("passed") and not visible.get("failed") and not all(ok[c] for c in hidden)
+            and special_cased(task, response)):
+        flags.append("special_cased")
+    components = {"applied": 1.0, "hidden_pass_rate": sum(ok[c] for c in hidden) / len(hidden)}
+    if regression:
+        components["regression_pass_rate"] = sum(ok[c] for c in regression) / len(regression)
+    if not report.get("changed"):
+        components["empty_change"] = 1.0
+    failed = [f"{cid}: {(checks.get(cid) or {}).get('why', 'not run')}" for cid, v in ok.items() if not v]
+    passed = all(ok.values())
+    detail = "; ".join(failed[:3]) + (f"; tampered: {', '.join(report['tampered'][:5])}"
+                                      if report.get("tampered") else "")
+    return _verdict(1.0 if passed else 0.0, passed, components, flags, detail[:600])
