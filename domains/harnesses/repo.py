@@ -267,7 +267,8 @@ def run_logged(argv, budget_s, log_bytes, cwd=REPO, stdin=None):
 
 
 def tool_shell(args, plan):
-    code, out = run_logged(["/bin/bash", "-c", args["command"]], plan["budget_s"], plan["log_bytes"])
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # a minimal image: sh
+    code, out = run_logged([shell, "-c", args["command"]], plan["budget_s"], plan["log_bytes"])
     status = "timed out" if code is None else f"exit {code}"
     return f"$ {args['command'][:200]}\n{out}\n[{status}]"
 
