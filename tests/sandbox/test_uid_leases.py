@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -40,6 +41,9 @@ def kill_a_holder(lock_dir) -> int:
     uid = int(holder.stdout.readline())
     holder.kill()
     holder.wait()
+    deadline = time.monotonic() + 10  # setpriv takes the uid a moment after it was started
+    while len(_run_processes(None, uid)) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert len(_run_processes(None, uid)) >= 6  # left behind, the slot's flock already free
     return uid
 
