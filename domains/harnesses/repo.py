@@ -484,9 +484,12 @@ def main():
     plan = json.loads(sys.stdin.read())
     os.makedirs(os.path.join(os.path.dirname(REPO), ".flywheel"), exist_ok=True)
     os.makedirs(REPO, exist_ok=True)
+    start = time.monotonic()
     for rel, text in plan.pop("tree").items():
         write(inside(rel), text)
+    rebuilt = time.monotonic() - start
     report = run_tool(plan) if mode == "tool" else score(plan)
+    report["rebuild_ms"] = round(rebuilt * 1000, 3)  # the tree from snapshot + changes
     sys.stdout.write("\n" + plan["marker"] + json.dumps(report) + "\n")
     sys.stdout.flush()
 

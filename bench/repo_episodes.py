@@ -1,0 +1,203 @@
+"""Repository episodes of 32 turns: what each call costs in the sandbox, and episodes/s.
+
+    python bench/repo_episodes.py [--part cost|speed|all] [--tasks 8] [--episodes 16] [--turns 32]
+                                  [--seed 0]
+
+Every episode replays a script through the `scripted` policy or the domain's step directly: the
+task's golden trajectory (search, read, edit, run the tests, submit) after exploring calls
+(list, read each module, search, run the tests) that pad it to exactly --turns turns.
+
+cost: each call of --tasks such episodes through `repo_bugs`' step on the local sandbox (warm
+pool), timed by kind (read: list/read/search; edit; test: run_tests), beside the same harness
+with the same plan run as a plain subprocess in a temp dir (no sandbox: the baseline); and the
+tree's rebuild from snapshot + changes inside each call (the harness's own clock). Median and p95.
+
+speed: --episodes episodes three ways in one process, side by side: one at a time (sample a turn,
+run its tool, next turn), turn-batched in a plain loop (all live episodes sampled in one call per
+turn, tools 4 at a time), and the rollout's Beam Turn stages on the DirectRunner in-memory; then
+the Beam rollout in-memory and multi_processing (2 workers) write their tables, compared row for
+row (bench/same_tables.py's rule).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+DOMAIN_NAME = "repo_bugs"
+KINDS = {"list_files": "read", "read_file": "read", "search": "read", "edit_file": "edit",
+         "run_tests": "test"}
+
+
+def padded_calls(task: dict, turns: int) -> list[dict]:
+    """Exploring calls, then the golden trajectory: `turns` calls in all (golden alone if longer)."""
+    golden = task["golden"]
+    files = sorted(p for p in task["repo"]["files"] if p.endswith(".py"))
+    explore = [{"name": "list_files", "arguments": {}}, {"name": "run_tests", "arguments": {}}]
+    explore += [{"name": "read_file", "arguments": {"path": p}} for p in files]
+    explore += [{"name": "search", "arguments": {"pattern": word}} for word in ("def ", "import", "return")]
+    pad = [explore[i % len(explore)] for i in range(max(0, turns - len(golden)))]
+    return pad + golden
+
+
+def tasks(count: int, seed: int) -> list[dict]:
+    from flywheel.domains.registry import get_domain
+    domain = get_domain(DOMAIN_NAME)
+    return [domain.make_task("train", i, seed) for i in range(count)]
+
+
+def write_script(path: str, drawn: list[dict], turns: int) -> None:
+    from flywheel.domains.tools import ToolCall, render_call
+    with open(path, "w", encoding="utf-8") as f:
+        for task in drawn:
+            actions = [render_call(ToolCall(c["name"], c["arguments"])) for c in padded_calls(task, turns)]
+            f.write(json.dumps({"prompt": task["prompt"], "actions": actions}) + "\n")
+
+
+def plain_call(request, python: str) -> float:
+    """The same harness and plan as a plain subprocess in a temp dir, on the sandbox's own
+    interpreter (`python`): ms."""
+    with tempfile.TemporaryDirectory() as folder:
+        for name, text in request.files.items():
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+                f.write(text)
+        start = time.perf_counter()
+        subprocess.run([python, "-I", "-B", *request.command[1:]], input=request.stdin,
+                       cwd=folder, capture_output=True, text=True, timeout=60)
+        return (time.perf_counter() - start) * 1000
+
+
+def cost(n_tasks: int, turns: int, seed: int, console: Console) -> None:
+    from flywheel.domains.registry import get_domain
+    from flywheel.domains.report_channel import harness_report
+    from flywheel.domains.repo import REPORT_MARKER
+    from flywheel.domains.tool_runner import ToolRunner
+    from flywheel.domains.tools import ToolCall, render_call
+    from flywheel.sandbox import get_backend
+    domain = get_domain(DOMAIN_NAME)
+    times: dict[str, dict[str, list[float]]] = {}
+    with get_backend("local") as backend:
+        runner = ToolRunner(backend)
+        for task in tasks(n_tasks, seed):
+            state = domain.start_state(task)
+            for call in padded_calls(task, turns):
+                kind = KINDS.get(call["name"])
+                tool = ToolCall(call["name"], call["arguments"])
+                request = domain.tool_request(task, state, tool) if kind else None
+                start = time.perf_counter()
+                step = domain.step(task, state, render_call(tool), runner)
+                if kind:
+                    row = times.setdefault(kind, {"sandbox": [], "plain": [], "rebuild": []})
+                    row["sandbox"].append((time.perf_counter() - start) * 1000)
+                    row["plain"].append(plain_call(request, backend._python))
+                    report = harness_report(step.result, REPORT_MARKER)[0] or {}
+                    row["rebuild"].append(report.get("rebuild_ms", float("nan")))
+                state = step.state
+    table = Table(title=f"{n_tasks} {DOMAIN_NAME} episodes x {turns} turns: ms per call "
+                        "(median / p95), local sandbox vs the same harness as a plain subprocess")
+    for column in ("call", "n", "sandbox", "plain subprocess", "ratio (median)", "tree rebuild"):
+        table.add_column(column, justify="right")
+    for kind, row in sorted(times.items()):
+        s, p, r = (sorted(row[k]) for k in ("sandbox", "plain", "rebuild"))
+        table.add_row(kind, str(len(s)), f"{_med(s):.1f} / {_p95(s):.1f}", f"{_med(p):.1f} / {_p95(p):.1f}",
+                      f"{_med(s) / _med(p):.2f}x", f"{_med(r):.2f} / {_p95(r):.2f}")
+    console.print(table)
+
+
+def _med(values):
+    return statistics.median(values)
+
+
+def _p95(values):
+    return values[min(len(values) - 1, int(0.95 * len(values)))]
+
+
+def episodes_of(drawn: list[dict], turns: int, seed: int):
+    from flywheel.domains.registry import get_domain
+    from flywheel.transforms.expand import expand_task
+    from flywheel.transforms.turn import start_episode
+    attempts = [a for t in drawn for a in expand_task(
+        t, run_id="bench", iteration=0, policy_version=0, seed=seed, n_samples=1,
+        temperature=1.0, mode="train")]
+    get_domain(DOMAIN_NAME)
+    return [start_episode(a, run_max_turns=turns) for a in attempts]
+
+
+def speed(n: int, turns: int, seed: int, console: Console) -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from episodes import one_at_a_time, turn_batched
+    from flywheel.sandbox import get_backend
+    from flywheel.trainer.policies import create_policy
+    drawn = tasks(n, seed)
+    folder = tempfile.mkdtemp(prefix="bench-repo-")
+    script = os.path.join(folder, "script.jsonl")
+    write_script(script, drawn, turns)
+    policy = create_policy("scripted", {"script": script}, seed)
+    figures, solved = {}, {}
+    with get_backend("local") as backend:
+        for name, fn in (("one at a time", lambda: one_at_a_time(policy, episodes_of(drawn, turns, seed), backend)),
+                         ("turn-batched loop", lambda: turn_batched(policy, episodes_of(drawn, turns, seed), backend))):
+            start = time.perf_counter()
+            done = fn()
+            figures[name] = len(done) / (time.perf_counter() - start)
+            solved[name] = sum(a.episode_end == "submitted" and len(a.turns) == turns for a in done)
+    start = time.perf_counter()
+    memory = beam_rollout(folder, "in-memory", script, n, turns, seed, [])
+    figures["Beam rollout, in-memory"] = n / (time.perf_counter() - start)
+    start = time.perf_counter()
+    multi = beam_rollout(folder, "multi", script, n, turns, seed,
+                         ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    figures["Beam rollout, multi_processing x2"] = n / (time.perf_counter() - start)
+    table = Table(title=f"{n} {DOMAIN_NAME} episodes of {turns} turns, scripted policy, local sandbox")
+    for column in ("way", "episodes/s", "vs one at a time"):
+        table.add_column(column, justify="right")
+    for name, rate in figures.items():
+        table.add_row(name, f"{rate:.2f}", f"{rate / figures['one at a time']:.2f}x")
+    console.print(table)
+    console.print(f"episodes submitted at turn {turns}, of {n}: {solved}")
+    same = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "same_tables.py"),
+                           memory, multi], capture_output=True, text=True)
+    console.print("in-memory vs multi_processing tables:\n" + same.stdout.strip())
+
+
+def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: int,
+                 beam_args: list[str]) -> str:
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
+    from flywheel.pipelines.layout import RunLayout
+    from flywheel.pipelines.rollout import IterationSpec, run_rollout
+    run_dir = os.path.join(folder, name)
+    config = RunConfig(seed=seed, policy=PolicySpec("scripted", options=(f"script={script}",)),
+                       rollout=RolloutSettings(domains=(DOMAIN_NAME,), tasks_per_domain=n,
+                                               heldout_per_domain=0, n_samples=1, max_turns=turns))
+    run_rollout(config, IterationSpec("bench", 0, 0, None), RunLayout(run_dir),
+                PipelineOptions(["--runner=DirectRunner", *beam_args]))
+    return run_dir
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--part", choices=("cost", "speed", "all"), default="all")
+    parser.add_argument("--tasks", type=int, default=8, help="episodes timed call by call (cost)")
+    parser.add_argument("--episodes", type=int, default=16, help="episodes per way (speed)")
+    parser.add_argument("--turns", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    console = Console()
+    if args.part in ("cost", "all"):
+        cost(args.tasks, args.turns, args.seed, console)
+    if args.part in ("speed", "all"):
+        speed(args.episodes, args.turns, args.seed, console)
+
+
+if __name__ == "__main__":
+    main()

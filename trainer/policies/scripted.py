@@ -1,0 +1,112 @@
+"""The `scripted` backend: a policy that replays written actions, for episodes a model cannot yet do.
+
+    flywheel run --policy scripted --policy-options script=actions.jsonl ...
+
+Each line of the script is {"prompt": TEXT, "actions": [ACTION, ...]}: the task whose prompt is
+TEXT gets ACTION k as its turn k (tool calls as `<tool_call>{...}</tool_call>`; what the rollout
+records and scores is the same as for a model's text). An episode is matched by the prompt its
+context starts with; its turn is the number of tool calls in that context (so an observation
+that itself holds `<tool_call>` would miscount: fine for the golden trajectories of the built-in
+suites). Past its last action, or for an unknown prompt, it answers `default` (empty: the
+domain's plain tool with blank text). Golden trajectories, do-nothing baselines, and the
+benchmarks of long episodes run through the real Beam stages with it. Byte-level token ids as
+the `tiny` backend's; log-probabilities are a constant, with one trainable parameter (standin's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from flywheel.trainer.policies import POLICIES
+from flywheel.trainer.policies.standin import LOGPROB, _Bias
+from flywheel.trainer.policies.tiny import tokens
+from flywheel.trainer.policy import PolicyDefaults, Sample
+
+
+def read_script(path: str) -> dict[str, list[str]]:
+    """prompt -> actions, from a JSONL script; a bad line is a ValueError naming it."""
+    script = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                script[str(row["prompt"])] = [str(a) for a in row["actions"]]
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}: line {number}: expected {{\"prompt\": TEXT, \"actions\": "
+                                 f"[TEXT, ...]}} ({type(e).__name__}: {e})") from None
+    return script
+
+
+CALL_OPEN = "<tool_call>"  # as domains/tools.py writes a call (trainer/ does not import domains/)
+
+
+def text_of(ids: Sequence[int]) -> str:
+    """The text of a whole context: every byte id, past the EOS that ends each earlier action
+    (tokens.decode stops at the first)."""
+    return bytes(int(i) for i in ids if int(i) < 256).decode("utf-8", errors="replace")
+
+
+@POLICIES.register("scripted")
+class ScriptedPolicy(PolicyDefaults):
+    pretrained = True  # nothing to warm-start
+    context = 1 << 20
+    pad_id = tokens.PAD
+    eos_ids = (tokens.EOS,)
+    encode_prompt = staticmethod(tokens.encode_prompt)
+    encode_response = staticmethod(tokens.encode_response)
+    decode = staticmethod(tokens.decode)
+
+    def __init__(self, script: str, default: str = ""):
+        self.path, self.default, self.module = script, default, _Bias()
+        self.script = read_script(script)
+        self._by_head = {}
+        for prompt in self.script:
+            self._by_head.setdefault(prompt[:64], []).append(prompt)
+
+    @classmethod
+    def create(cls, options: Mapping[str, object], seed: int,
+               device: str | torch.device = "cpu") -> ScriptedPolicy:
+        unknown = set(options) - {"script", "default"}
+        if unknown or "script" not in options:
+            raise ValueError("scripted policy: takes script=PATH (JSONL of prompt and actions) "
+                             f"and optionally default=TEXT; got {sorted(options)}")
+        return cls(str(options["script"]), str(options.get("default", "")))
+
+    def save(self, uri: str) -> dict:
+        return {"script": self.path, "default": self.default, "bias": self.module.bias.item()}
+
+    @classmethod
+    def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> ScriptedPolicy:
+        policy = cls(saved["script"], saved.get("default", ""))
+        with torch.no_grad():
+            policy.module.bias.fill_(saved["bias"])
+        return policy
+
+    def action(self, context: str) -> str:
+        """The scripted action for an episode whose context (prompt, then turns) is `context`."""
+        body = context
+        for prompt in self._by_head.get(body[:64], []):
+            if body.startswith(prompt):
+                actions = self.script[prompt]
+                turn = body.count(CALL_OPEN, len(prompt))
+                return actions[turn] if turn < len(actions) else self.default
+        return self.default
+
+    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
+               seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
+        samples = []
+        for prompt in prompts:
+            ids = tokens.encode_response(self.action(text_of(prompt)))[:max_new_tokens]
+            samples.append(Sample(ids, [LOGPROB] * len(ids),
+                                  "stop" if ids and ids[-1] == tokens.EOS else "length"))
+        return samples
+
+    def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
+                       temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
+        bias = self.module.bias
+        return torch.full(input_ids[:, 1:].shape, LOGPROB, device=input_ids.device) + (bias - bias.detach())
