@@ -1,12 +1,16 @@
 """Repository episodes: a codebase, a problem statement, tools, and tests that run for real.
 
 Task fields (the native form; domains/repo_suite.py generates them, users write them as JSONL):
-- `prompt`: the problem statement; `repo`: the snapshot, {"files": {path: text}};
+- `prompt`: the problem statement; `repo`: the snapshot, inline {"files": {path: text}}, or
+  stored {"snapshot": DIGEST, "store": ROOT, "file_count": N} (repo_snapshot.py); a row may
+  instead name a folder, an archive or `REPO@COMMIT` ({"path": P} or just P, relative to the task
+  file's folder), which normalize_task reads into the default store;
 - `visible_tests`: test files in the snapshot the model may run (`run_tests`);
 - `hidden_tests` (fail on the snapshot, must pass after: SWE-bench's FAIL_TO_PASS) and
   `regression_tests` (pass before, must still pass: PASS_TO_PASS), each a list of checks
   {"id", "module", "call", "expect"}: `call` is an expression evaluated in `module` with the
-  repository on sys.path, whose value must equal `expect` (JSON);
+  repository on sys.path, whose value must equal `expect` (JSON); or {"id", "pytest"}: a pytest
+  node id (SWE-bench's tests; `test_patch` adds their files at scoring time);
 - optional `protected` (globs of test files the change may not touch; default PROTECTED),
   `reference_patch` (a unified diff that solves it; the `answer`), `golden` (tool calls that solve it).
 
@@ -28,7 +32,10 @@ from flywheel.domains.domain import SandboxNeeds
 from flywheel.domains.episodes import SUBMITTED, EpisodeDomain, Step
 from flywheel.domains.registry import register_domain
 from flywheel.domains.report_channel import harness_report
+from flywheel.domains.repo_snapshot import (SnapshotError, SnapshotStore, default_store, read_snapshot,
+                                            split_commit)
 from flywheel.domains.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_TESTS
+from flywheel.domains.task_paths import inside_folder
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.domains.unified_diff import make_diff
 
@@ -39,12 +46,55 @@ REPORT_MARKER = "FLYWHEEL-REPO "
 PROTECTED = ("tests/*", "test_*.py", "*_test.py", "conftest.py", "sitecustomize.py",
              "usercustomize.py", "*.pth", "pytest.ini", "tox.ini", "setup.cfg")
 CHECK_FIELDS = ("id", "module", "call", "expect")
+PYTEST_CHECK_FIELDS = ("id", "pytest")
 LOG_CHARS = 200
 
 
 def snapshot_files(task: dict[str, Any]) -> dict[str, str]:
-    """The repository snapshot of `task`, path -> text."""
-    return task["repo"]["files"]
+    """The repository snapshot of `task`, path -> text: inline, or from its store by digest."""
+    repo = task["repo"]
+    if "snapshot" in repo:
+        return SnapshotStore(repo["store"]).get(repo["snapshot"])
+    return repo["files"]
+
+
+def store_snapshot(repo: str | dict, folder: str | None) -> dict[str, Any]:
+    """`repo` as {"path": P} or P (a folder, archive or REPO@COMMIT inside `folder`, else the
+    working directory) read and put in the default store: the stored form of `repo`."""
+    source = repo if isinstance(repo, str) else repo["path"]
+    if not isinstance(source, str):
+        raise SnapshotError("field `repo.path` must be a path")
+    path, commit = split_commit(source)
+    real = inside_folder(folder or "", path, "repo.path")
+    snap = read_snapshot(real if commit is None else f"{real}@{commit}")
+    root = default_store()
+    return {"snapshot": SnapshotStore(root).put(snap.files), "store": root,
+            "file_count": len(snap.files)}
+
+
+def repo_problem(repo: Any) -> tuple[dict[str, str], str | None]:
+    """(the snapshot's files, None) or ({}, why field `repo` is unusable)."""
+    if isinstance(repo, dict) and "snapshot" in repo:
+        if not isinstance(repo.get("store"), str):
+            return {}, "field `repo.store` must name the snapshot store"
+        try:
+            return SnapshotStore(repo["store"]).get(repo["snapshot"]), None
+        except SnapshotError as e:
+            return {}, f"field `repo.snapshot`: {e}"
+    if not isinstance(repo, dict) or not isinstance(repo.get("files"), dict):
+        return {}, ("field `repo` must be {\"files\": {path: text}} or "
+                    "{\"snapshot\": DIGEST, \"store\": ROOT}")
+    if not all(isinstance(p, str) and isinstance(t, str) for p, t in repo["files"].items()):
+        return {}, "field `repo.files` must map paths to text"
+    return repo["files"], None
+
+
+def check_missing(check: Any) -> list[str]:
+    """The fields a hidden/regression check lacks (a module check, or a pytest node id)."""
+    if not isinstance(check, dict):
+        return list(CHECK_FIELDS)
+    shape = PYTEST_CHECK_FIELDS if "pytest" in check else CHECK_FIELDS
+    return [f for f in shape if f not in check]
 
 
 def tree(task: dict[str, Any], changes: dict[str, str | None]) -> dict[str, str]:
@@ -103,6 +153,10 @@ class RepoDomain(EpisodeDomain):
 
     def normalize_task(self, row: dict[str, Any]) -> dict[str, Any]:
         task = dict(row)
+        folder = task.pop("_folder", None)  # set by a task format reader: where the task file is
+        repo = task.get("repo")
+        if isinstance(repo, str) or (isinstance(repo, dict) and "path" in repo):
+            task["repo"] = store_snapshot(repo, folder)
         task.setdefault("visible_tests", [])
         task.setdefault("regression_tests", [])
         task.setdefault("protected", list(PROTECTED) + list(task["visible_tests"]))
@@ -111,19 +165,16 @@ class RepoDomain(EpisodeDomain):
 
     def validate_task(self, task: dict[str, Any]) -> list[str]:
         problems = super().validate_task(task)
-        repo = task.get("repo")
-        if not isinstance(repo, dict) or not isinstance(repo.get("files"), dict):
-            problems.append("field `repo` must be {\"files\": {path: text}}")
-        elif not all(isinstance(p, str) and isinstance(t, str) for p, t in repo["files"].items()):
-            problems.append("field `repo.files` must map paths to text")
+        files, problem = repo_problem(task.get("repo"))
+        if problem:
+            problems.append(problem)
         for group in ("hidden_tests", "regression_tests"):
             for n, check in enumerate(task.get(group) or []):
-                missing = [f for f in CHECK_FIELDS if not isinstance(check, dict) or f not in check]
+                missing = check_missing(check)
                 if missing:
                     problems.append(f"field `{group}[{n}]` lacks {', '.join(missing)}")
         if not task.get("hidden_tests"):
             problems.append("field `hidden_tests` must list at least one check")
-        files = repo.get("files", {}) if isinstance(repo, dict) else {}
         for path in task.get("visible_tests") or []:
             if path not in files:
                 problems.append(f"field `visible_tests`: {path!r} is not in the snapshot")

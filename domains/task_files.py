@@ -5,7 +5,7 @@ Shared by the pipeline's ReadTasks and by `flywheel tasks validate`, so both rep
 same way: `path: line N: problem` (`row N` for Parquet; `item N` for a .json document, an array
 of rows as Spider's dev.json or one row as each problem file of MATH). A row that names no
 `domain` is read in the published format its fields show (task_formats.py: HumanEval, MBPP,
-GSM8K, MATH, Spider-like SQL) and runs as that format's domain, unless the user named a default
+GSM8K, MATH, Spider-like SQL, SWE-bench) and runs as that format's domain, unless the user named a default
 domain (`--domain`).
 """
 

@@ -7,12 +7,16 @@
 | GSM8K | `question`, `answer` ending in `#### N` | math (answer N) |
 | MATH | `problem`, `solution` with `\\boxed{...}` | math (answer: the last box) |
 | Spider-like SQL | `question`, `query`, a database | sql |
+| SWE-bench | `instance_id`, `problem_statement`, `FAIL_TO_PASS`, a local snapshot | repo |
 
 A Spider-like row's database is SQL text (`fixture`, `schema`, `db_schema` or `context`), or a
 local SQLite file: `db_path`/`database`, or Spider's own layout, `database/<db_id>/<db_id>.sqlite`
 beside the task file. Task files are untrusted: a file a row names must lie inside the task
 file's own folder (task_paths.py: no absolute path, no `..` or symlink out), and its database is
-read into a guarded in-memory SQLite (sqlite_guard.py), never opened by SQLite on disk. Each format turns a row into its domain's task fields (`to_task`); a row
+read into a guarded in-memory SQLite (sqlite_guard.py), never opened by SQLite on disk. A
+SWE-bench row's repository is a local snapshot: `repo_path`, or `<instance_id>/` (a folder),
+`<instance_id>.tar.gz` (`.tgz`, `.zip`) beside the task file or under `repos/` there; the repo
+domain reads it into the snapshot store (repo_snapshot.py). Each format turns a row into its domain's task fields (`to_task`); a row
 without `task_id` gets one from a hash of its content, the same on every read. The formats'
 identifying fields do not overlap, so at most one matches a row.
 """
@@ -30,6 +34,7 @@ from typing import Any
 from flywheel.domains.math_answer import INSTRUCTION as MATH_INSTRUCTION
 from flywheel.domains.sql_dump import schema_text, script, snapshot
 from flywheel.domains.sqlite_guard import MAX_BYTES, GuardedDatabase, SqlInputError
+from flywheel.domains.repo_snapshot import ARCHIVES, split_commit
 from flywheel.domains.task_paths import inside_folder
 from flywheel.domains.untrusted_text import boxed
 from flywheel.registry import Registry
@@ -209,6 +214,69 @@ def _spider(row: dict, folder: str) -> dict:
             "prompt": f"SQLite database:\n{shown}\n\nWrite one SQL query that answers: "
                       f"{row['question']}",
             "fixture": fixture, "reference_query": row["query"]}
+
+
+# -- SWE-bench --------------------------------------------------------------------------------
+SWEBENCH_SNAPSHOTS = ("{id}", "{id}.tar.gz", "{id}.tgz", "{id}.zip")
+SWEBENCH_FIELDS = ("environment_setup_commit", "version", "base_commit")
+
+
+def _swebench_check(row: dict) -> str | None:
+    if not isinstance(row["problem_statement"], str) or not row["problem_statement"]:
+        return "field `problem_statement` is not a non-empty string"
+    return None
+
+
+def _node_ids(row: dict, name: str) -> list[dict]:
+    """Checks of a FAIL_TO_PASS/PASS_TO_PASS list of pytest node ids (or its JSON text, as
+    SWE-bench's Hugging Face dataset stores it)."""
+    value = row.get(name) or []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise FormatError(f"field `{name}` must be a list of pytest node ids (or its JSON text)")
+    return [{"id": node, "pytest": node} for node in value]
+
+
+def _swebench_snapshot(row: dict, folder: str) -> str:
+    """The row's snapshot path relative to `folder` (checked inside it): `repo_path`, else the
+    first of `<instance_id>` (a folder or an archive), beside the task file or under `repos/`."""
+    if "://" in folder:
+        raise FormatError(f"the task file is on {folder.split('://')[0]}://; SWE-bench rows need "
+                          f"the repository snapshot locally, beside a local task file")
+    if row.get("repo_path"):
+        candidates, field = [str(row["repo_path"])], "repo_path"
+    else:
+        name = str(row["instance_id"])
+        candidates = [os.path.join(top, pattern.format(id=name)) for top in ("", "repos")
+                      for pattern in SWEBENCH_SNAPSHOTS]
+        field = "instance_id"
+    for relative in candidates:
+        path, commit = split_commit(relative)
+        real = inside_folder(folder, path, field)
+        archive = commit is None and relative.endswith(ARCHIVES)
+        if os.path.isfile(real) if archive else os.path.isdir(real):
+            return relative
+    looked = ", ".join(os.path.join(folder, c) for c in candidates)
+    raise FormatError(f"no repository snapshot for {row['instance_id']!r}: looked for {looked}; "
+                      f"SWE-bench rows need the repository snapshot locally (a folder or "
+                      f".tar.gz/.tgz/.zip archive, or name it in `repo_path`)")
+
+
+@task_format("swebench", "SWE-bench", "repo", ("instance_id", "problem_statement", "FAIL_TO_PASS"),
+             _swebench_check)
+def _swebench(row: dict, folder: str) -> dict:
+    task = {"task_id": str(row["instance_id"]), "prompt": row["problem_statement"],
+            "repo": {"path": _swebench_snapshot(row, folder)}, "_folder": folder,
+            "reference_patch": row.get("patch") or "", "test_patch": row.get("test_patch") or "",
+            "hidden_tests": _node_ids(row, "FAIL_TO_PASS"),
+            "regression_tests": _node_ids(row, "PASS_TO_PASS")}
+    if row.get("repo"):
+        task["github_repo"] = row["repo"]
+    return {**task, **{k: row[k] for k in (*SWEBENCH_FIELDS, "split") if k in row}}
 
 
 # -- recognition -------------------------------------------------------------------------------
