@@ -45,6 +45,8 @@ class EpisodeState:
     observation_chars: int = 2000
     observation: str | None = None
     end: str | None = None
+    context: str = "full"             # the run's context strategy (transforms/context_strategies.py)
+    keep_turns: int = 4               # ... and the last turns it keeps whole
 
     def replace(self, **changes) -> EpisodeState:
         return dataclasses.replace(self, **changes)
@@ -95,6 +97,11 @@ class EpisodeDomain(Domain):
         """A demonstrated episode for the warm start: (action, the observation it gets) per turn,
         None after the last. By default the single-turn demonstration."""
         return [(self.demonstration(task, rng), None)]
+
+    def context_anchor(self, task: dict[str, Any], state: dict[str, Any]) -> str:
+        """What an `anchored` context keeps of the episode's work besides its last turns (a
+        repository episode: its diff); by default nothing."""
+        return ""
 
     def final_response(self, task: dict[str, Any], state: dict[str, Any]) -> str:
         """The episode's answer: what the single-turn Execute and Verify score."""

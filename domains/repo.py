@@ -217,6 +217,10 @@ class RepoDomain(EpisodeDomain):
     def submit(self, state: dict, call: ToolCall) -> Step:
         return Step("submitted", state, SUBMITTED)
 
+    def context_anchor(self, task: dict, state: dict) -> str:
+        diff = self.final_response(task, state)
+        return f"The changes so far (a diff from the snapshot):\n{diff}" if diff else "No changes yet."
+
     def final_response(self, task: dict, state: dict) -> str:
         return make_diff(snapshot_files(task), state.get("changes") or {})
 

@@ -50,6 +50,11 @@ RUN_FLAGS = {
                          "token budget of one episode (0: the policy's context)"),
     "--observation-chars": ("rollout.observation_chars", int,
                             "longest tool observation shown to the policy; the middle is cut"),
+    "--context": ("rollout.context", str, "what a long episode sees once its context is full: "
+                  "full (it ends, on budget), cut (older observations become a marker) or "
+                  "anchored (the prompt, the domain's anchor such as a repository's diff, and the "
+                  "last --keep-turns turns); each rebuild starts a new segment, trained as sampled"),
+    "--keep-turns": ("rollout.keep_turns", int, "turns a cut or anchored context keeps whole"),
     "--turn-discount": ("algorithm.discount", float,
                         "per-turn returns (--credit turn) discount the episode's outcome by this "
                         "for each turn still to come"),

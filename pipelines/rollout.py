@@ -93,7 +93,8 @@ class Rollout(beam.PTransform):
                 lambda a, n, m=limits: int(is_multi_turn(a, m)), 2)
             episodes = multi | "Episodes" >> Episodes(
                 handler, stages, limits, **sandbox,
-                token_budget=r.episode_tokens, observation_chars=r.observation_chars)
+                token_budget=r.episode_tokens, observation_chars=r.observation_chars,
+                context=r.context, keep_turns=r.keep_turns)
             generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
                          | "AllGenerated" >> beam.Flatten())
             turn_errors = (episodes[ERRORS_TAG],)

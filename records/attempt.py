@@ -48,6 +48,7 @@ class Attempt:
     # Execute
     execution: ExecResult | None = None
     turns: list[dict[str, Any]] = field(default_factory=list)
+    segments: list[dict[str, Any]] = field(default_factory=list)  # an episode's earlier contexts (context_strategies.py)
     episode: EpisodeState | None = None        # a live episode's state (transforms/turn.py)
     episode_end: str | None = None             # submitted | solved | max_turns | budget
     sandbox_backend: str | None = None

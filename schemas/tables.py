@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 """Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns or
 struct fields (1.1: trajectories.checkpoint_digest; 1.2: multi-turn episodes, i.e. response_mask,
-episode_end and the turn fields after duration_ms). Older tables read the added ones as null."""
+episode_end and the turn fields after duration_ms; 1.3: context segments, i.e. `segments` and
+turns' `segment`). Older tables read the added ones as null."""
 
 TURN = pa.struct([
     ("action", pa.string()),
@@ -28,6 +29,16 @@ TURN = pa.struct([
     ("observation_cut", pa.int32()),        # characters cut from the middle of the observation
     ("reward", pa.float64()),               # the domain's score of the state after this turn
     ("advantage", pa.float64()),            # this turn's normalized discounted return (per-turn credit)
+    ("segment", pa.int32()),                # the context segment holding the action (0: the first)
+])
+
+SEGMENT = pa.struct([                       # an episode's earlier context (context_strategies.py)
+    ("prompt_token_ids", pa.list_(pa.int32())),
+    ("response_token_ids", pa.list_(pa.int32())),
+    ("response_logprobs", pa.list_(pa.float32())),
+    ("response_mask", pa.list_(pa.int8())),
+    ("first_turn", pa.int32()),             # its first turn's index in `turns`
+    ("context", pa.string()),               # the strategy that closed it
 ])
 
 TRAJECTORIES = pa.schema([
@@ -49,6 +60,7 @@ TRAJECTORIES = pa.schema([
     ("sampling_temperature", pa.float32()),
     ("finish_reason", pa.string()),
     ("turns", pa.list_(TURN)),
+    ("segments", pa.list_(SEGMENT)),         # earlier segments; the token columns hold the last
     ("episode_end", pa.string()),            # submitted | solved | max_turns | budget; null: one turn
     ("reward_raw", pa.float64()),
     ("reward_components", pa.map_(pa.string(), pa.float64())),

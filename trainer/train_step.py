@@ -19,6 +19,7 @@ from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import carried_advantages, has_signal
 from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES
 from flywheel.trainer.policy import Policy
+from flywheel.trainer.segments import segment_rows
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
 
 
@@ -188,6 +189,7 @@ class _Step:
         self.diff: dict = {}
 
     def accumulate(self, minibatch: list[dict]) -> dict:
+        minibatch = [s for row in minibatch for s in segment_rows(row)]  # each context as seen
         micro = microbatches(minibatch, self.cfg.micro_tokens)
         tokens = [sum(map(trained_tokens, m)) for m in micro]
         units = tokens if self.unit == "token" else [sum(trained_tokens(r) > 0 for r in m)

@@ -18,6 +18,7 @@ TRAIN_COLUMNS = [
     "sampling_temperature",
     "filtered",
     "turns",
+    "segments",
 ]
 
 

@@ -14,6 +14,7 @@ import apache_beam as beam
 from flywheel.domains.episodes import MAX_TURNS, TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.records.attempt import Attempt
+from flywheel.transforms.context_strategies import CONTEXTS
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.policy_model import PolicyModelHandler
 from flywheel.transforms.turn import DONE_TAG, Turn, end_episode, start_episode
@@ -34,15 +35,20 @@ class Episodes(beam.PTransform):
 
     def __init__(self, handler: PolicyModelHandler, stages: int, run_max_turns: int | TurnLimits,
                  backend: str,
-                 options: dict | None = None, token_budget: int = 0, observation_chars: int = 2000):
+                 options: dict | None = None, token_budget: int = 0, observation_chars: int = 2000,
+                 context: str = "full", keep_turns: int = 4):
         super().__init__()
         self.handler, self.stages, self.run_max_turns = handler, stages, run_max_turns
         self.backend, self.options = backend, dict(options or {})
         self.token_budget, self.observation_chars = token_budget, observation_chars
+        self.context, self.keep_turns = context, keep_turns
+        CONTEXTS.get(context)  # an unknown strategy fails as the pipeline is built, naming the known
+        if keep_turns < 1:
+            raise ValueError(f"--keep-turns must be >= 1, got {keep_turns}")
 
     def _start(self, attempt):
         started = start_episode(attempt, self.run_max_turns, self.token_budget,
-                                self.observation_chars)
+                                self.observation_chars, self.context, self.keep_turns)
         return started.replace(episode=started.episode.replace(
             max_turns=min(started.episode.max_turns, self.stages)))
 

@@ -34,6 +34,7 @@ from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner, Unbuildable, cut_output
 from flywheel.sandbox import SandboxError
 from flywheel.records.attempt import Attempt
+from flywheel.transforms.context_strategies import CONTEXTS, new_segment
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
 from flywheel.transforms.execute import SandboxStage
 from flywheel.transforms.generate import fit_prompt
@@ -47,13 +48,16 @@ DONE_TAG = "done"
 
 
 def start_episode(attempt: Attempt, run_max_turns, token_budget: int = 0,
-                  observation_chars: int = 2000) -> Attempt:
-    """A fresh episode for `attempt`: turn 0, the domain's start state and tools."""
+                  observation_chars: int = 2000, context: str = "full",
+                  keep_turns: int = 4) -> Attempt:
+    """A fresh episode for `attempt`: turn 0, the domain's start state and tools, the run's
+    context strategy (transforms/context_strategies.py)."""
     domain = get_domain(attempt.domain)
+    CONTEXTS.get(context)  # an unknown name fails here, listing the known ones
     return attempt.replace(episode=EpisodeState(
         turn=0, max_turns=turns_for(domain, run_max_turns), state=domain.start_state(attempt.task),
         tools=[t.to_dict() for t in domain.tools], token_budget=token_budget,
-        observation_chars=observation_chars))
+        observation_chars=observation_chars, context=context, keep_turns=keep_turns))
 
 
 def tool_prompt_ids(policy: Policy, text: str, tools: list[dict]) -> list[int]:
@@ -78,7 +82,7 @@ def _context(policy: Policy, attempt: Attempt) -> tuple[list[int], dict]:
         prompt = tool_prompt_ids(policy, attempt.prompt, episode["tools"])
         prompt = fit_prompt(prompt, policy.context - attempt.max_new_tokens)
         return prompt, {"prompt_token_ids": prompt, "response_token_ids": [],
-                        "response_logprobs": [], "response_mask": [], "turns": []}
+                        "response_logprobs": [], "response_mask": [], "turns": [], "segments": []}
     obs = observation_ids(policy, episode["observation"])
     start = len(attempt.response_token_ids)
     turns = [dict(t) for t in attempt.turns]
@@ -86,8 +90,20 @@ def _context(policy: Policy, attempt: Attempt) -> tuple[list[int], dict]:
     fields = {"prompt_token_ids": attempt.prompt_token_ids,
               "response_token_ids": [*attempt.response_token_ids, *obs],
               "response_logprobs": [*attempt.response_logprobs, *[0.0] * len(obs)],
-              "response_mask": [*attempt.response_mask, *[0] * len(obs)], "turns": turns}
-    return [*attempt.prompt_token_ids, *fields["response_token_ids"]], fields
+              "response_mask": [*attempt.response_mask, *[0] * len(obs)], "turns": turns,
+              "segments": attempt.segments}
+    context = [*attempt.prompt_token_ids, *fields["response_token_ids"]]
+    most = _limit(policy, attempt) - attempt.max_new_tokens  # room for a whole next action
+    if len(context) > most and episode.context != "full":
+        rebuilt = CONTEXTS.get(episode.context)(policy, attempt, most)
+        if rebuilt is not None:
+            return rebuilt, new_segment(attempt, rebuilt, episode.context)
+    return context, fields
+
+
+def _limit(policy: Policy, attempt: Attempt) -> int:
+    """The most ids an episode's context may hold: the policy's, or the run's --episode-tokens."""
+    return min(policy.context, attempt.episode.get("token_budget") or policy.context)
 
 
 def generate_turn_batch(policy: Policy, batch: Sequence[Attempt],
@@ -100,8 +116,7 @@ def generate_turn_batch(policy: Policy, batch: Sequence[Attempt],
     plans = []
     for attempt in batch:
         context, fields = _context(policy, attempt)
-        limit = min(policy.context, attempt.episode.get("token_budget") or policy.context)
-        room = min(attempt.max_new_tokens, limit - len(context))
+        room = min(attempt.max_new_tokens, _limit(policy, attempt) - len(context))
         plans.append((context, fields, room))
     by_room: dict[int, list[int]] = {}
     for i, (_, _, room) in enumerate(plans):
@@ -127,7 +142,7 @@ def generate_turn_batch(policy: Policy, batch: Sequence[Attempt],
         start = len(fields["response_token_ids"])
         action = policy.decode(ids)
         fields["turns"].append({"action": action, "action_start": start,
-                                "action_end": start + len(ids)})
+                                "action_end": start + len(ids), "segment": len(fields["segments"])})
         results.append({
             **fields, "response_token_ids": [*fields["response_token_ids"], *ids],
             "response_logprobs": [*fields["response_logprobs"], *logprobs],

@@ -4,6 +4,7 @@ read back from Parquet carry each turn's action and the final diff as the respon
 
 import json
 
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.registry import get_domain
@@ -12,6 +13,8 @@ from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.transforms.policy_model import close_worker_model
+
+pytestmark = pytest.mark.slow  # two full Beam rollouts
 
 DOMAIN = get_domain("repo_bugs")
 TURNS = 12

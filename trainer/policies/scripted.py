@@ -7,7 +7,7 @@ TEXT gets ACTION k as its turn k (tool calls as `<tool_call>{...}</tool_call>`; 
 records and scores is the same as for a model's text). An episode is matched by the prompt its
 context starts with; its turn is the number of tool calls in that context (so an observation
 that itself holds `<tool_call>` would miscount: fine for the golden trajectories of the built-in
-suites). Past its last action, or for an unknown prompt, it answers `default` (empty: the
+suites), plus the turns an anchored context says it omitted. Past its last action, or for an unknown prompt, it answers `default` (empty: the
 domain's plain tool with blank text). Golden trajectories, do-nothing baselines, and the
 benchmarks of long episodes run through the real Beam stages with it. Byte-level token ids as
 the `tiny` backend's; log-probabilities are a constant, with one trainable parameter (standin's).
@@ -16,6 +16,7 @@ the `tiny` backend's; log-probabilities are a constant, with one trainable param
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -43,6 +44,7 @@ def read_script(path: str) -> dict[str, list[str]]:
 
 
 CALL_OPEN = "<tool_call>"  # as domains/tools.py writes a call (trainer/ does not import domains/)
+OMITTED = re.compile(r"\[(\d+) earlier turns omitted")  # transforms/context_strategies.py's marker
 
 
 def text_of(ids: Sequence[int]) -> str:
@@ -93,7 +95,8 @@ class ScriptedPolicy(PolicyDefaults):
         for prompt in self._by_head.get(body[:64], []):
             if body.startswith(prompt):
                 actions = self.script[prompt]
-                turn = body.count(CALL_OPEN, len(prompt))
+                omitted = OMITTED.search(body, len(prompt))  # an anchored context's dropped turns
+                turn = body.count(CALL_OPEN, len(prompt)) + (int(omitted.group(1)) if omitted else 0)
                 return actions[turn] if turn < len(actions) else self.default
         return self.default
 
