@@ -1,7 +1,7 @@
 """Repository episodes of 32 turns: what each call costs in the sandbox, and episodes/s.
 
-    python bench/repo_episodes.py [--part cost|speed|all] [--tasks 8] [--episodes 16] [--turns 32]
-                                  [--seed 0]
+    python bench/repo_episodes.py [--part cost|speed|contexts|all] [--tasks 8] [--episodes 16]
+                                  [--turns 32] [--budget 12000] [--seed 0]
 
 Every episode replays a script through the `scripted` policy or the domain's step directly: the
 task's golden trajectory (search, read, edit, run the tests, submit) after exploring calls
@@ -169,6 +169,51 @@ def speed(n: int, turns: int, seed: int, console: Console) -> None:
     console.print("in-memory vs multi_processing tables:\n" + same.stdout.strip())
 
 
+def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> None:
+    """The ablation: each context strategy over the same scripted episodes under one token budget."""
+    from flywheel.domains.registry import get_domain
+    from flywheel.domains.tool_runner import ToolRunner
+    from flywheel.sandbox import get_backend
+    from flywheel.trainer.policies import create_policy
+    from flywheel.transforms.turn import act, end_episode, generate_turn_batch, start_episode, with_sample
+    from flywheel.verifiers import get_verifier
+    domain, verify = get_domain(DOMAIN_NAME), get_verifier("repo_tests")
+    drawn = tasks(n, seed)
+    script = os.path.join(tempfile.mkdtemp(prefix="bench-repo-"), "script.jsonl")
+    write_script(script, drawn, turns)
+    policy = create_policy("scripted", {"script": script}, seed)
+    table = Table(title=f"{n} {DOMAIN_NAME} episodes of {turns} scripted turns under a budget of "
+                        f"{budget} tokens per context: each context strategy")
+    for column in ("context", "solved", "ended on budget", "segments / episode",
+                   "tokens read / episode", "longest context"):
+        table.add_column(column, justify="right")
+    with get_backend("local") as backend:
+        runner = ToolRunner(backend)
+        for strategy in ("full", "cut", "anchored"):
+            live = [start_episode(a, turns, token_budget=budget, context=strategy, keep_turns=4)
+                    for a in episodes_of(drawn, turns, seed)]
+            done = []
+            while live:
+                sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live))]
+                acted = [act(a, runner)[0] for a in sampled]
+                done += [a for a in acted if a.episode.end]
+                live = [a for a in acted if not a.episode.end]
+            solved = contexts_seen = longest = budget_ends = 0
+            for attempt in done:
+                ended = end_episode(attempt)
+                task = next(t for t in drawn if t["task_id"] == attempt.task_id)
+                solved += verify(task, ended.response, domain.run(backend, task, ended.response)).reward
+                seen = [*attempt.segments, {"prompt_token_ids": attempt.prompt_token_ids,
+                                            "response_token_ids": attempt.response_token_ids}]
+                contexts_seen += sum(len(s["prompt_token_ids"]) + len(s["response_token_ids"]) for s in seen)
+                longest = max([longest, *(len(s["prompt_token_ids"]) + len(s["response_token_ids"]) for s in seen)])
+                budget_ends += attempt.episode.end == "budget"
+            table.add_row(strategy, f"{solved:.0f}/{n}", str(budget_ends),
+                          f"{sum(1 + len(a.segments) for a in done) / n:.2f}",
+                          f"{contexts_seen / n:,.0f}", f"{longest:,}")
+    console.print(table)
+
+
 def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: int,
                  beam_args: list[str]) -> str:
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -186,7 +231,8 @@ def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=("cost", "speed", "all"), default="all")
+    parser.add_argument("--part", choices=("cost", "speed", "contexts", "all"), default="all")
+    parser.add_argument("--budget", type=int, default=12_000, help="tokens per context (contexts)")
     parser.add_argument("--tasks", type=int, default=8, help="episodes timed call by call (cost)")
     parser.add_argument("--episodes", type=int, default=16, help="episodes per way (speed)")
     parser.add_argument("--turns", type=int, default=32)
@@ -197,6 +243,8 @@ def main() -> None:
         cost(args.tasks, args.turns, args.seed, console)
     if args.part in ("speed", "all"):
         speed(args.episodes, args.turns, args.seed, console)
+    if args.part in ("contexts", "all"):
+        contexts(args.episodes, args.turns, args.seed, args.budget, console)
 
 
 if __name__ == "__main__":
