@@ -1,4 +1,4 @@
-"""The `flywheel` command line: run, sql, report, status, export, domains, tasks, verify, sandbox.
+"""The `flywheel` command line: run, sql, report, status, export, domains, tasks, env, verify, sandbox.
 
     flywheel run --run-dir runs/demo --iterations 6 --seed 0      # the embedded default
     flywheel run --config run.toml                                # settings from a file
@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flywheel.cli import domains as domains_cli, export as export_cli, replay as replay_cli
+from flywheel.cli import domains as domains_cli, environments as env_cli, export as export_cli
+from flywheel.cli import replay as replay_cli
 from flywheel.cli import sandbox as sandbox_cli, tasks as tasks_cli, verify as verify_cli
 from flywheel.cli.terminal import PIPE_WIDTH, console_for, quiet_on_closed_pipe
 
@@ -200,7 +201,7 @@ def parser() -> argparse.ArgumentParser:
                                            "held-out pass@1 and errors (also while it runs)")
     status.add_argument("--run-dir", required=True)
     status.add_argument("--format", choices=("text", "json"), default="text")
-    for module in (export_cli, domains_cli, replay_cli, sandbox_cli, tasks_cli, verify_cli):
+    for module in (export_cli, domains_cli, replay_cli, sandbox_cli, tasks_cli, env_cli, verify_cli):
         module.add_parser(sub)
     return p
 
@@ -222,7 +223,7 @@ def _dispatch(argv: list[str]) -> int:
     if rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     commands = {"sql": cmd_sql, "report": cmd_report, "status": cmd_status, "domains": domains_cli.run,
-                "tasks": tasks_cli.run, "verify": verify_cli.run,
+                "tasks": tasks_cli.run, "env": env_cli.run, "verify": verify_cli.run,
                 "export": export_cli.run, "replay": replay_cli.run,
                 "sandbox": lambda args, console: sandbox_cli.main(args)}
     return commands[args.command](args, console)

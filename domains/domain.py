@@ -133,7 +133,8 @@ class Domain:
 
     def program(self, task: dict[str, Any], response: str, **report) -> dict[str, Any]:
         """What the sandbox runs for `response`: {"files": {path: text}, "command": [...]},
-        optionally "stdin" and "limits" (a dict of `Limits` fields for this task). A domain with a
+        optionally "stdin", "limits" (a dict of `Limits` fields for this task) and "mounts"
+        ([host dir, sandbox path] pairs, read-only: a task's environment). A domain with a
         `report_marker` takes `marker=`: what its harness starts its report line with."""
         raise NotImplementedError(f"domain {self.name} does not execute code")
 
@@ -152,7 +153,8 @@ class Domain:
             return None
         limits = Limits(**{**self.sandbox.limits(), **(spec.get("limits") or {})})
         return ExecRequest(files=spec["files"], command=tuple(spec["command"]),
-                           stdin=spec.get("stdin", ""), limits=limits)
+                           stdin=spec.get("stdin", ""), limits=limits,
+                           mounts=tuple(tuple(m) for m in spec.get("mounts") or ()))
 
     def request(self, task: dict[str, Any], response: str, nonce: str = "") -> ExecRequest:
         """The sandbox request for `response`: the domain's `program`; its harness signs its

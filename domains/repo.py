@@ -11,7 +11,10 @@ Task fields (the native form; domains/repo_suite.py generates them, users write 
   {"id", "module", "call", "expect"}: `call` is an expression evaluated in `module` with the
   repository on sys.path, whose value must equal `expect` (JSON); or {"id", "pytest"}: a pytest
   node id (SWE-bench's tests; `test_patch` adds their files at scoring time);
-- optional `protected` (globs of test files the change may not touch; default PROTECTED),
+- optional `environment` (a name: packages prepared with `flywheel env build`, mounted read-only
+  in every call's sandbox; repo_environments.py; pytest checks need one holding pytest),
+  `test_patch` (a unified diff adding the pytest checks' files, applied after the answer; its
+  files are protected too), `protected` (globs of test files the change may not touch; default PROTECTED),
   `reference_patch` (a unified diff that solves it; the `answer`), `golden` (tool calls that solve it).
 
 The episode's state is the change from the snapshot ({"changes": {path: text or None}, "log": [...]}),
@@ -32,6 +35,7 @@ from flywheel.domains.domain import SandboxNeeds
 from flywheel.domains.episodes import SUBMITTED, EpisodeDomain, Step
 from flywheel.domains.registry import register_domain
 from flywheel.domains.report_channel import harness_report
+from flywheel.domains.repo_environments import ENV_MOUNT, environment_dir, environment_problem
 from flywheel.domains.repo_snapshot import (SnapshotError, SnapshotStore, default_store, read_snapshot,
                                             split_commit)
 from flywheel.domains.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_TESTS
@@ -147,6 +151,7 @@ class RepoDomain(EpisodeDomain):
     max_new_tokens = 512
     log_bytes = 3000
     required_fields = ("task_id", "prompt", "repo", "hidden_tests")
+    environment: str | None = None  # every task's environment, unless a task names its own
 
     def task_count(self) -> int | None:
         return 0
@@ -175,6 +180,10 @@ class RepoDomain(EpisodeDomain):
                     problems.append(f"field `{group}[{n}]` lacks {', '.join(missing)}")
         if not task.get("hidden_tests"):
             problems.append("field `hidden_tests` must list at least one check")
+        if self.environment_of(task) is not None:
+            problems += filter(None, [environment_problem(self.environment_of(task))])
+        if not isinstance(task.get("test_patch", ""), str):
+            problems.append("field `test_patch` must be a unified diff (text)")
         for path in task.get("visible_tests") or []:
             if path not in files:
                 problems.append(f"field `visible_tests`: {path!r} is not in the snapshot")
@@ -183,11 +192,17 @@ class RepoDomain(EpisodeDomain):
     def start_state(self, task: dict[str, Any]) -> dict[str, Any]:
         return {"changes": {}, "log": []}
 
+    def environment_of(self, task: dict) -> str | None:
+        """The name of the environment `task`'s calls run with, or None."""
+        return task.get("environment") or self.environment
+
     def _request(self, task: dict, files: dict[str, str], plan: dict, mode: str) -> dict:
         plan = {**plan, "tree": files}
+        name = self.environment_of(task)
         return {"files": {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF},
                 "command": ["python", "harness.py", mode], "stdin": json.dumps(plan),
-                "limits": self.sandbox.limits()}
+                "limits": self.sandbox.limits(),
+                "mounts": [[environment_dir(name), ENV_MOUNT]] if name else []}
 
     def tool_program(self, task: dict, state: dict, call: ToolCall,
                      marker: str = REPORT_MARKER) -> dict | None:
@@ -228,6 +243,7 @@ class RepoDomain(EpisodeDomain):
         checks = ([{**c, "group": "hidden"} for c in task["hidden_tests"]]
                   + [{**c, "group": "regression"} for c in task.get("regression_tests") or []])
         plan = {"marker": marker, "patch": response, "checks": checks,
+                "test_patch": task.get("test_patch") or "",
                 "protected": task.get("protected") or list(PROTECTED),
                 "visible_tests": task.get("visible_tests") or [],
                 "budget_s": self.sandbox.timeout_s - 1.5}

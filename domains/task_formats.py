@@ -276,7 +276,8 @@ def _swebench(row: dict, folder: str) -> dict:
             "regression_tests": _node_ids(row, "PASS_TO_PASS")}
     if row.get("repo"):
         task["github_repo"] = row["repo"]
-    return {**task, **{k: row[k] for k in (*SWEBENCH_FIELDS, "split") if k in row}}
+    # `environment`: the name of the packages its pytest checks run with (`flywheel env build`)
+    return {**task, **{k: row[k] for k in (*SWEBENCH_FIELDS, "split", "environment") if k in row}}
 
 
 # -- recognition -------------------------------------------------------------------------------

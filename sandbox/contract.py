@@ -60,6 +60,9 @@ class ExecRequest:
     command: Sequence[str]
     stdin: str = ""
     limits: Limits = Limits()
+    # (host directory, path in the sandbox) pairs, read-only: a prepared environment (packages
+    # installed with `pip install --target`) at /opt/NAME. A backend that cannot mount refuses.
+    mounts: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         # Checked here, not in a backend, so a bad request fails where it is built (an `input`
@@ -72,6 +75,34 @@ class ExecRequest:
                 raise ValueError(f"file path {path!r} escapes the work dir")
             if "\0" in path or any("\ud800" <= c <= "\udfff" for c in path):
                 raise ValueError(f"file path {path!r} cannot be a file name (NUL or a lone surrogate)")
+        object.__setattr__(self, "mounts", tuple(check_mount(m) for m in self.mounts))
+
+
+MOUNT_ROOT = PurePosixPath("/opt")
+
+
+def check_mount(mount) -> tuple[str, str]:
+    """`mount` as a (host dir, sandbox path) pair, or ValueError: both absolute, the sandbox path
+    below /opt (nothing the sandbox itself needs lives there) and neither climbing out with `..`."""
+    try:
+        host, dest = mount
+    except (TypeError, ValueError):
+        raise ValueError(f"mount {mount!r} is not a (host dir, sandbox path) pair") from None
+    for path in (host, dest):
+        if not isinstance(path, str) or "\0" in path or not path.startswith("/"):
+            raise ValueError(f"mount path {path!r} must be an absolute path")
+        if ".." in PurePosixPath(path).parts:
+            raise ValueError(f"mount path {path!r} must not contain '..'")
+    if MOUNT_ROOT not in PurePosixPath(dest).parents:
+        raise ValueError(f"mount point {dest!r} must be below {MOUNT_ROOT}/ (e.g. /opt/flywheel-env)")
+    return host, dest
+
+
+def refuse_mounts(request: "ExecRequest", backend: str) -> None:
+    """SandboxError (an environment error) when `request` has mounts `backend` cannot make."""
+    if request.mounts:
+        raise SandboxError(f"mounts are not supported by the {backend!r} sandbox backend; "
+                           f"use the local or docker backend for tasks with an environment")
 
 
 def encode_text(text: str) -> bytes:

@@ -7,6 +7,11 @@ never saw an expected value. Reward 1 when the diff applies and every check pass
 regression broken is as wrong as the bug left in. Hacks earn 0 and are flagged: a diff that
 touches a protected file (`edited_tests`), checks cut short by an exit (`exited_early`), a diff
 that solves only what the visible tests show (`special_cased`), a forged or killed harness.
+
+Pytest checks ({"id", "pytest": NODEID}) need pytest in the sandbox: the task's environment
+(domains/repo_environments.py). A task whose environment has none, or whose `test_patch` does not
+apply, cannot be scored: the verifier raises ValueError, and the Verify stage records an
+environment error (it raises the same for a blank response, so the blame falls on the task).
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from flywheel.domains.registry import get_domain
 from flywheel.domains.repo import REPORT_MARKER, snapshot_files
+from flywheel.domains.repo_environments import has_pytest
+from flywheel.domains.unified_diff import apply_diff, changed_paths
 from flywheel.verifiers import Verdict, register_verifier
 from flywheel.verifiers.scoring import harness_report
 
@@ -44,9 +52,53 @@ def _verdict(reward: float, passed: bool, components: dict, flags: list[str], de
     return Verdict(reward, "pass" if passed else "fail", components, False, detail)
 
 
+def test_patch_problem(task: dict) -> str | None:
+    """Why the task's test_patch does not apply to its snapshot, or None: the task's defect
+    whatever the response, so decided here from the task alone."""
+    patch = task.get("test_patch") or ""
+    if not patch.strip():
+        return None
+    try:
+        files = snapshot_files(task)
+        apply_diff({p: files[p] for p in changed_paths(patch) if p in files}, patch)
+    except (ValueError, TypeError) as e:
+        return f"the task's test_patch does not apply to its snapshot: {e}"[:600]
+    return None
+
+
+def unscorable(task: dict) -> str | None:
+    """Why `task`'s pytest checks cannot run whatever the response: no environment, or one on this
+    machine without pytest; None when they can (or it has none)."""
+    if not any("pytest" in c for c in [*task["hidden_tests"], *(task.get("regression_tests") or [])]):
+        return None
+    name = task.get("environment")
+    if name is None:
+        try:
+            name = getattr(get_domain(task.get("domain") or "repo"), "environment", None)
+        except KeyError:
+            pass
+    if name is None:
+        return "the task names no `environment`"
+    if has_pytest(name) is False:
+        return f"its environment {name!r} lacks it"
+    return None
+
+
 @register_verifier("repo_tests", "1")
 def repo_tests(task: dict, response: str, execution: Any = None) -> Verdict:
+    broken = test_patch_problem(task)
+    if broken:
+        raise ValueError(f"the task cannot be scored: {broken}")
+    why = unscorable(task)
+    if why:
+        raise ValueError(f"pytest checks cannot run: the task's environment has no pytest ({why}); "
+                         f"build one with `flywheel env build NAME --requirements FILE`")
     report, problem, flags = harness_report(execution, REPORT_MARKER)
+    if report is not None and report.get("pytest_missing"):
+        raise ValueError("pytest checks cannot run: the task's environment has no pytest "
+                         "(the sandbox could not import it)")
+    if report is not None and report.get("test_patch_error"):
+        raise ValueError(f"the task cannot be scored: {report['test_patch_error']}")
     if report is None:
         return _verdict(0.0, False, {}, flags, problem)
     if not report.get("applied"):

@@ -7,11 +7,19 @@ unified_diff.py sits beside this file. Modes:
   report what it printed and how the tree changed (files changed or added, with their text, and
   files deleted), so the trusted side keeps the episode's state as changes from the snapshot;
 - `score`: apply the answer (a unified diff) to the snapshot, put every protected file (tests,
-  conftest.py, ...) back as it was, and evaluate the task's hidden and regression checks in a child
-  process. The child gets each check's module and expression, never its expected value: it sends
-  back the value as JSON text and this parent compares, so nothing the repository's code does can
-  make a wrong value pass (an exit, a patched json, a forged line all leave checks unanswered);
+  conftest.py, ...) back as it was, apply the task's `test_patch` (the pytest checks' files), and
+  evaluate the task's hidden and regression checks in children. Module checks: the child gets each
+  check's module and expression, never its expected value: it sends back the value as JSON text
+  and this parent compares, so nothing the repository's code does can make a wrong value pass (an
+  exit, a patched json, a forged line all leave checks unanswered). Pytest checks: pytest runs the
+  node ids in a child writing a JUnit XML report outside the repository, which this parent reads;
+  a node id missing from it fails, and no report at all (the process exited early) fails them all.
+  Code running inside that pytest process could still rewrite its report deliberately: the
+  protected files (conftest.py, pytest.ini, ...) close the easy doors, not that one;
 - `checks` / `runtests`: the children (the checks' evaluator; the visible tests' runner).
+
+A task's environment (packages, pytest among them) is mounted read-only at ENV; the children put
+it first on sys.path, shell commands get it on PYTHONPATH.
 
 The parent makes itself non-dumpable before anything of the repository runs, reads its plan
 (with the report marker's nonce) from stdin first, and prints one report line, the marker then
@@ -21,6 +29,7 @@ JSON. Standard library only.
 import ctypes
 import fnmatch
 import hashlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -32,12 +41,30 @@ import subprocess
 import sys
 import time
 import traceback
+import xml.etree.ElementTree as ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.join(HERE, "repo")
 SKIP_DIRS = {"__pycache__", ".pytest_cache", ".git", ".mypy_cache"}
 MAX_FILE, MAX_CHANGED = 262_144, 2_097_152       # a changed file's text; all changed files' text
 MAX_LIST, MAX_MATCHES = 400, 100
+ENV = "/opt/flywheel-env"                         # the task's environment, when it has one
+JUNIT = os.path.join(HERE, ".flywheel", "junit.xml")
+MAX_JUNIT = 1 << 23
+# pytest is imported before the repository is on sys.path: a `pytest.py` of the model's never
+# stands in for it. Node ids and the report's path come as arguments.
+BOOTSTRAP = ("import os, sys\n"
+             "env = [p for p in (%r,) if os.path.isdir(p)]\n"
+             "sys.path[:0] = env\n"
+             "import pytest\n"
+             "sys.path.insert(len(env), os.getcwd())\n"
+             "sys.exit(pytest.main(['-p', 'no:cacheprovider', '-q', '--junitxml=' + sys.argv[1], *sys.argv[2:]]))\n"
+             % ENV)
+
+
+def env_paths():
+    """[ENV] when the task's environment is mounted, else []."""
+    return [ENV] if os.path.isdir(ENV) else []
 
 
 def load_unified_diff():
@@ -238,6 +265,8 @@ def shell_env():
             os.symlink(sys.executable, os.path.join(bin_dir, name))
     env = dict(os.environ)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+    if env_paths():
+        env["PYTHONPATH"] = os.pathsep.join(env_paths() + [p for p in [env.get("PYTHONPATH")] if p])
     return env
 
 
@@ -316,9 +345,14 @@ def protected(rel, patterns):
 
 def score(plan):
     ud = load_unified_diff()
+    try:
+        test_paths = set(ud.changed_paths(plan.get("test_patch") or ""))
+    except (ValueError, TypeError) as e:
+        return {"applied": False, "test_patch_error": f"the task's test_patch: {e}"[:600]}
+    guarded = lambda rel: protected(rel, plan["protected"]) or rel in test_paths  # noqa: E731
     pristine = {}
     for rel, entry in walk(REPO).items():
-        if entry[0] == "file" and protected(rel, plan["protected"]):
+        if entry[0] == "file" and guarded(rel):
             pristine[rel] = read_text(os.path.join(REPO, rel), 1 << 24)[0]
     files = {}
     try:
@@ -335,16 +369,29 @@ def score(plan):
             os.unlink(inside(rel))
         else:
             write(inside(rel), text)
-    tampered = sorted(rel for rel in changes if protected(rel, plan["protected"]))
+    tampered = sorted(rel for rel in changes if guarded(rel))
     for rel in tampered:  # the checks run on the pristine tests, never the model's
         if rel in pristine and pristine[rel] is not None:
             write(inside(rel), pristine[rel])
         elif os.path.lexists(inside(rel)):
             os.unlink(inside(rel))
+    problem = apply_test_patch(ud, plan.get("test_patch") or "")
+    if problem:
+        return {"applied": True, "changed": sorted(changes), "tampered": tampered,
+                "test_patch_error": problem}
     start = time.monotonic()
-    results, exited = evaluate(plan["checks"], plan["budget_s"] * 0.6)
-    report = {"applied": True, "changed": sorted(changes), "tampered": tampered,
-              "checks": results, "exited_early": exited}
+    module_checks = [c for c in plan["checks"] if "pytest" not in c]
+    pytest_checks = [c for c in plan["checks"] if "pytest" in c]
+    share = 0.25 if pytest_checks else 0.6
+    results, exited = evaluate(module_checks, plan["budget_s"] * share) if module_checks else ({}, False)
+    report = {"applied": True, "changed": sorted(changes), "tampered": tampered}
+    if pytest_checks:
+        left = plan["budget_s"] * 0.85 - (time.monotonic() - start)
+        outcomes, ran = run_pytest(pytest_checks, left)
+        results.update(outcomes)
+        report.update(ran)
+        exited = exited or ran.get("exited_early", False)
+    report.update(checks=results, exited_early=exited)
     if plan.get("visible_tests"):  # what the model could see pass: special-casing shows here
         left = plan["budget_s"] - (time.monotonic() - start)
         _, out = run_logged([sys.executable, "-I", "-B", os.path.join(HERE, "harness.py"), "runtests",
@@ -352,6 +399,100 @@ def score(plan):
         counts = re.findall(r"^== (\d+) passed, (\d+) failed", out, re.M)
         report["visible"] = dict(zip(("passed", "failed"), map(int, counts[-1]))) if counts else None
     return report
+
+
+def apply_test_patch(ud, patch):
+    """Apply the task's test_patch to the (restored) tree; why it does not apply, or None."""
+    if not patch.strip():
+        return None
+    try:
+        files = {}
+        for rel in ud.changed_paths(patch):
+            full = inside(rel)
+            if os.path.isfile(full):
+                files[rel] = read_text(full, 1 << 24)[0]
+        for rel, text in ud.apply_diff(files, patch).items():
+            if text is None:
+                os.unlink(inside(rel))
+            else:
+                write(inside(rel), text)
+    except (ValueError, TypeError, OSError) as e:
+        return f"the task's test_patch does not apply: {e}"[:600]
+    return None
+
+
+def pytest_found():
+    """Whether the children can import pytest (the environment, then the sandbox's own Python),
+    decided here, by path alone: nothing of the repository runs and no file of it counts."""
+    return importlib.machinery.PathFinder.find_spec("pytest", env_paths() + sys.path[1:]) is not None
+
+
+def run_pytest(checks, budget_s):
+    """({check id: {"ok", "why"}}, facts for the report) for checks {"id", "pytest": NODEID}: one
+    pytest child in the repository, its outcomes read from the JUnit XML it writes."""
+    if not pytest_found():
+        why = "pytest is not importable in the sandbox: the task's environment has no pytest"
+        return {c["id"]: {"ok": False, "why": why} for c in checks}, {"pytest_missing": True}
+    if os.path.lexists(JUNIT):
+        os.unlink(JUNIT)
+    nodes = list(dict.fromkeys(c["pytest"] for c in checks))
+    code, out = run_logged([sys.executable, "-I", "-B", "-c", BOOTSTRAP, JUNIT, "--", *nodes],
+                           budget_s, 1500)
+    facts = {"pytest_exit": code, "pytest_output": out[-1500:]}
+    cases = read_junit(JUNIT)
+    if cases is None:
+        # pytest itself writes its report on every ending but an interrupt, an internal error
+        # or a usage error (2, 3, 4: a broken conftest, a bad node id); anything else is an exit
+        # the code under test made
+        stopped = code in (2, 3, 4)
+        why = ("pytest ran out of time" if code is None else f"pytest stopped with exit {code}, "
+               "without a report" if stopped else f"pytest wrote no report (exit {code}): the "
+               "process exited early")
+        facts["exited_early"] = code is not None and not stopped
+        return {c["id"]: {"ok": False, "why": why} for c in checks}, facts
+    results = {}
+    for check in checks:
+        outcome, message = cases.get(junit_key(check["pytest"]), ("missing", ""))
+        why = {"passed": "", "missing": "not in pytest's report (not collected, or not run)",
+               "skipped": f"skipped: {message}"}.get(outcome, f"{outcome}: {message}")
+        results[check["id"]] = {"ok": outcome == "passed", "why": why[:300]}
+    return results, facts
+
+
+def junit_key(node_id):
+    """(classname, name) pytest's JUnit report gives node `node_id` (its mangle_test_address)."""
+    path, bracket, params = node_id.partition("[")
+    names = path.split("::")
+    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    return ".".join(names[:-1]), names[-1]
+
+
+def read_junit(path):
+    """{(classname, name): (outcome, message)} from a JUnit XML report, or None when there is no
+    readable report; an outcome is passed, failed, error or skipped (the worst of repeats)."""
+    try:  # the child could have left a link or a FIFO there: never follow, never block
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            data = f.read(MAX_JUNIT + 1)
+        if len(data) > MAX_JUNIT:
+            return None
+        root = ElementTree.fromstring(data)
+    except (OSError, ElementTree.ParseError, ValueError):
+        return None
+    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+    cases = {}
+    for case in root.iter("testcase"):
+        outcome, message = "passed", ""
+        for child in case:
+            kind = {"failure": "failed", "error": "error", "skipped": "skipped"}.get(child.tag)
+            if kind and rank[kind] > rank[outcome]:
+                outcome, message = kind, (child.get("message") or "")[:200]
+        key = (case.get("classname") or "", case.get("name") or "")
+        if key not in cases or rank[outcome] > rank[cases[key][0]]:
+            cases[key] = (outcome, message)
+    return cases
 
 
 def evaluate(checks, budget_s):
@@ -428,7 +569,7 @@ def serve_checks():
     checks = json.loads(sys.stdin.readline())
     os.dup2(null, 0)
     os.dup2(null, 1)
-    sys.path.insert(0, REPO)
+    sys.path[:0] = env_paths() + [REPO]
     dumps = json.dumps
 
     def send(message):
@@ -450,7 +591,7 @@ def serve_checks():
 
 def run_tests(paths):
     """The visible tests: each `test_*` function of each file, with the repository on sys.path."""
-    sys.path.insert(0, REPO)
+    sys.path[:0] = env_paths() + [REPO]
     passed = failed = 0
     for rel in paths:
         try:

@@ -131,7 +131,9 @@ class DockerBackend(SandboxBackend):
                 read_only=True, ipc_mode="none",  # private IPC, no /dev/shm
                 tmpfs={WORKDIR: f"size={limits.disk_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"},
                 volumes={task: {"bind": "/task", "mode": "ro"},
-                         self._empty: {"bind": "/etc/resolv.conf", "mode": "ro"}}, cap_drop=["ALL"],
+                         self._empty: {"bind": "/etc/resolv.conf", "mode": "ro"},
+                         **{host: {"bind": dest, "mode": "ro"} for host, dest in request.mounts}},
+                cap_drop=["ALL"],
                 security_opt=["no-new-privileges", f"seccomp={SECCOMP_PROFILE}"], runtime=self.runtime,
                 log_config=types.LogConfig(type="none"),
                 ulimits=[types.Ulimit(name="cpu", soft=cpu, hard=cpu + 1),

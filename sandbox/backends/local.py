@@ -6,14 +6,16 @@ a fork bomb is contained only when each concurrent sandbox has a uid of its own.
 files are written into the fresh tmpfs by bwrap itself from memfds: nothing touches the host disk.
 
 Python runs (`python FILE`, `-c`, `-m`) go to a warm pool of long-lived sandboxed interpreters
-(../pool.py) when `warm=True` and the pool starts on this machine; everything else runs cold.
+(../pool.py) when `warm=True` and the pool starts on this machine; everything else runs cold,
+as does every request with `mounts` (each bound read-only where the request says).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from pathlib import PurePosixPath
+import stat
+from pathlib import Path, PurePosixPath
 
 from flywheel.sandbox.bwrap import (
     NO_NAMESPACES, WORKDIR, bwrap_argv, find_bwrap, interpreter_binds, memfd)
@@ -39,6 +41,22 @@ def file_setup(files) -> tuple[list[str], list[int]]:
         fds.append(memfd(encode_text(text)))
         args += ["--perms", "0644", "--file", str(fds[-1]), str(path)]
     return args, fds
+
+
+def mount_binds(mounts) -> list[str]:
+    """bwrap actions binding each (host dir, sandbox path) read-only. As root the run is a leased
+    uid, which must be able to reach the dir by name: every parent searchable by others."""
+    args = []
+    for host, dest in mounts:
+        if not os.path.isdir(host):
+            raise SandboxError(f"cannot mount {host}: not a directory")
+        if os.geteuid() == 0 and not all(os.stat(p).st_mode & stat.S_IXOTH
+                                         for p in [Path(host).resolve(), *Path(host).resolve().parents]):
+            raise SandboxError(f"cannot mount {host}: the sandbox's uid cannot reach it (a parent "
+                               f"is not searchable by others, e.g. /root); keep environments "
+                               f"elsewhere (FLYWHEEL_ENVIRONMENTS) or chmod o+x the parents")
+        args += ["--ro-bind", host, dest]
+    return args
 
 
 def status_field(status: bytes, key: str):
@@ -108,7 +126,7 @@ class LocalBackend(SubprocessBackend):
             raise SandboxError(NO_NAMESPACES.format(detail=probe.stderr.strip()[-300:]))
 
     def run(self, request: ExecRequest) -> ExecResult:
-        if self._pool is not None and self._pool.accepts(request.command):
+        if self._pool is not None and not request.mounts and self._pool.accepts(request.command):
             return self._pool.run(request)
         return super().run(request)
 
@@ -118,11 +136,13 @@ class LocalBackend(SubprocessBackend):
 
     def _bwrap_run(self, command, uid, request):
         setup, fds = file_setup(request.files)
+        mounts = mount_binds(request.mounts)
         status_fd, seccomp_fd = memfd(), memfd(SECCOMP) if SECCOMP else None
         fds += [fd for fd in (status_fd, seccomp_fd) if fd is not None]
         try:
             # The interpreter's prefix only for Python: as root it may be out of the uid's reach.
             binds = interpreter_binds(command[0]) if command[0] == self._python else []
+            binds += mounts
             argv = bwrap_argv(self._bwrap, request.limits, binds=binds, setup=setup,
                               status_fd=status_fd, seccomp_fd=seccomp_fd, as_pid_1=True) + command
             outcome = supervise(limited(argv, request.limits, uid, self._tools, _EXTRA_PROCS, pid_1=True),

@@ -25,7 +25,8 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from flywheel.sandbox.contract import ExecRequest, ExecResult, SandboxBackend, SandboxError, register_backend
+from flywheel.sandbox.contract import (ExecRequest, ExecResult, SandboxBackend, SandboxError,
+                                       refuse_mounts, register_backend)
 from flywheel.sandbox.service_token import read_token
 from flywheel.sandbox.wire import dump_request, load_result
 
@@ -89,6 +90,7 @@ class RemoteBackend(SandboxBackend):
                     raise OSError(f"{type(e).__name__}: {e}") from None
 
     def run(self, request: ExecRequest) -> ExecResult:
+        refuse_mounts(request, self.name)  # a host dir of this machine means nothing to a service
         body, failures = dump_request(request), []
         start = next(self._next)
         timeout_s = request.limits.timeout_s + self.timeout_s

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import PurePosixPath
 
-from flywheel.sandbox.contract import encode_text, register_backend
+from flywheel.sandbox.contract import encode_text, refuse_mounts, register_backend
 from flywheel.sandbox.supervise import SANDBOX_PATH, SubprocessBackend, limited, result, supervise
 
 
@@ -19,6 +19,7 @@ class UnsafeSubprocessBackend(SubprocessBackend):
     """Each run in a host temp dir, behind prlimit and setpriv only."""
 
     def _run_leased(self, command, uid, request):
+        refuse_mounts(request, self.name)  # no mount namespace: /opt is the host's
         logging.getLogger(__name__).warning(
             "sandbox backend 'unsafe-subprocess' isolates nothing (host files, network and "
             "processes are reachable): for debugging only, never for model-generated code")

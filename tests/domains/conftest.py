@@ -22,3 +22,72 @@ def score(sandbox):
         execution = domain.run(sandbox, task, response) if domain.uses_sandbox else None
         return get_verifier(domain.verifier)(task, response, execution)
     return score
+
+
+# -- repository tasks with pytest checks (test_repo_pytest.py, test_repo_environments.py) --------
+PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
+CALC_OPS = "def total(xs):\n    s = 0\n    for x in xs:\n        s -= x\n    return s\n"
+CALC_FILES = {"calc/__init__.py": "", "calc/ops.py": CALC_OPS}
+CALC_TESTS = ("from calc.ops import total\n\n\n"
+              "def test_total():\n    assert total([4, 5]) == 9\n\n\n"
+              "def test_empty():\n    assert total([]) == 0\n")
+
+
+def copy_packages(target):
+    """pytest and its dependencies from this interpreter, laid out as `pip install --target` does."""
+    import importlib.util
+    import shutil
+    from pathlib import Path
+    for name in PYTEST_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            continue
+        origin = Path(spec.origin)
+        if origin.name == "__init__.py":
+            shutil.copytree(origin.parent, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(origin, target / origin.name)
+
+
+@pytest.fixture(scope="module")
+def environments():
+    """$FLYWHEEL_ENVIRONMENTS for the module: `pytest-env` holds pytest (copied from this
+    interpreter), `bare` nothing. Under /tmp, not pytest's 0700 tmp dir: the sandbox's uid must
+    reach it."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+    root = Path(tempfile.mkdtemp(prefix="flywheel-envs-test-"))
+    (root / "pytest-env").mkdir()
+    copy_packages(root / "pytest-env")
+    (root / "bare").mkdir()
+    for here, _, files in os.walk(root):
+        os.chmod(here, 0o755)
+        for name in files:
+            os.chmod(os.path.join(here, name), 0o644)
+    before = os.environ.get("FLYWHEEL_ENVIRONMENTS")
+    os.environ["FLYWHEEL_ENVIRONMENTS"] = str(root)
+    yield root
+    if before is None:
+        os.environ.pop("FLYWHEEL_ENVIRONMENTS")
+    else:
+        os.environ["FLYWHEEL_ENVIRONMENTS"] = before
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def calc_row():
+    """calc_row(**fields) -> a SWE-bench-style repo task row: total() subtracts; the test_patch
+    adds tests/test_x.py (test_total fails before the fix, test_empty passes throughout)."""
+    from flywheel.domains.unified_diff import make_diff
+
+    def calc_row(**extra):
+        row = {"task_id": "calc-pytest", "domain": "repo", "prompt": "total() subtracts.",
+               "repo": {"files": CALC_FILES}, "environment": "pytest-env",
+               "test_patch": make_diff({}, {"tests/test_x.py": CALC_TESTS}),
+               "reference_patch": make_diff(CALC_FILES, {"calc/ops.py": CALC_OPS.replace("-=", "+=")}),
+               "hidden_tests": [{"id": "tests/test_x.py::test_total", "pytest": "tests/test_x.py::test_total"}],
+               "regression_tests": [{"id": "tests/test_x.py::test_empty", "pytest": "tests/test_x.py::test_empty"}]}
+        return {**row, **extra}
+    return calc_row
