@@ -114,6 +114,7 @@ def test_golden_edits_reproduce_the_fix(tasks):
         assert after == {**task["repo"]["files"], **task["fixed_files"]}
 
 
+@pytest.mark.slow  # 60 packages' checks and tests in subprocesses (the golden test covers a few quickly)
 def test_checks_and_visible_tests_run_for_real(tasks, tmp_path):
     for n, task in enumerate(tasks):
         checks = task["hidden_tests"] + task["regression_tests"]
@@ -138,6 +139,7 @@ def test_hundreds_of_distinct_tasks():
     assert len(seen) >= 250, len(seen)
 
 
+@pytest.mark.slow  # every defect site of every template, run
 def test_every_template_and_site_is_sound(tmp_path):
     """Beyond the 60 seeds: each template's every site once, so no site goes untested."""
     from flywheel.domains.repo_suite import assemble
