@@ -2,6 +2,7 @@
 
     python bench/repo_episodes.py [--part cost|speed|contexts|all] [--tasks 8] [--episodes 16]
                                   [--turns 32] [--budget 12000] [--seed 0]
+    python bench/repo_episodes.py --part model [--model smollm2] [--tasks 4] [--turns 8]
 
 Every episode replays a script through the `scripted` policy or the domain's step directly: the
 task's golden trajectory (search, read, edit, run the tests, submit) after exploring calls
@@ -214,6 +215,36 @@ def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> No
     console.print(table)
 
 
+def model(n: int, turns: int, seed: int, name: str, context: str, console: Console) -> None:
+    """A real model on repository episodes through the Beam rollout: well-formed calls, solved."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
+    from flywheel.pipelines.layout import RunLayout
+    from flywheel.pipelines.rollout import IterationSpec, run_rollout
+    run_dir = tempfile.mkdtemp(prefix="bench-repo-model-")
+    config = RunConfig(seed=seed, policy=PolicySpec("hf", model=name),
+                       rollout=RolloutSettings(domains=(DOMAIN_NAME,), tasks_per_domain=n,
+                                               heldout_per_domain=0, n_samples=2, max_turns=turns,
+                                               context=context, observation_chars=1500))
+    start = time.perf_counter()
+    run_rollout(config, IterationSpec("bench", 0, 0, None), RunLayout(run_dir),
+                PipelineOptions(["--runner=DirectRunner"]))
+    seconds = time.perf_counter() - start
+    rows = RunLayout(run_dir).read_table("trajectories").to_pylist()
+    calls = [t for r in rows for t in r["turns"]]
+    formed = [t for t in calls if t["tool"] and not t["tool_error"]]
+    tools: dict[str, int] = {}
+    for t in formed:
+        tools[t["tool"]] = tools.get(t["tool"], 0) + 1
+    tokens = [sum(len(s["prompt_token_ids"]) + len(s["response_token_ids"]) for s in (r["segments"] or []))
+              + len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for r in rows]
+    console.print(f"{name} on {len(rows)} {DOMAIN_NAME} episodes (up to {turns} turns, context "
+                  f"{context}), {seconds:.0f} s: {len(calls)} turns, {len(formed)} well-formed tool "
+                  f"calls ({len(formed) / max(1, len(calls)):.0%}) {tools}; solved "
+                  f"{sum(r['reward_raw'] == 1.0 for r in rows)}/{len(rows)}; tokens per episode "
+                  f"{statistics.mean(tokens):,.0f}; ends {sorted(r['episode_end'] for r in rows)}")
+
+
 def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: int,
                  beam_args: list[str]) -> str:
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -231,7 +262,9 @@ def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=("cost", "speed", "contexts", "all"), default="all")
+    parser.add_argument("--part", choices=("cost", "speed", "contexts", "model", "all"), default="all")
+    parser.add_argument("--model", default="smollm2", help="hf policy model (model)")
+    parser.add_argument("--context", default="anchored", help="context strategy (model)")
     parser.add_argument("--budget", type=int, default=12_000, help="tokens per context (contexts)")
     parser.add_argument("--tasks", type=int, default=8, help="episodes timed call by call (cost)")
     parser.add_argument("--episodes", type=int, default=16, help="episodes per way (speed)")
@@ -245,6 +278,8 @@ def main() -> None:
         speed(args.episodes, args.turns, args.seed, console)
     if args.part in ("contexts", "all"):
         contexts(args.episodes, args.turns, args.seed, args.budget, console)
+    if args.part == "model":  # minutes on CPU: not part of `all`
+        model(args.tasks, args.turns, args.seed, args.model, args.context, console)
 
 
 if __name__ == "__main__":
