@@ -91,3 +91,14 @@ def calc_row():
                "regression_tests": [{"id": "tests/test_x.py::test_empty", "pytest": "tests/test_x.py::test_empty"}]}
         return {**row, **extra}
     return calc_row
+
+
+@pytest.fixture(scope="module", params=["local", "docker"])
+def repo_sandbox(request, sandbox):
+    """The local sandbox, and docker (its minimal image: the host's Python, sh)."""
+    if request.param == "local":
+        yield sandbox
+        return
+    backend = request.getfixturevalue("docker_daemon").backend()
+    yield backend
+    backend.close()

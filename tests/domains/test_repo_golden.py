@@ -39,17 +39,6 @@ def test_the_suite_covers_every_kind_and_its_tasks_are_valid():
     assert len(distinct) >= 36 and all(t["split"] == "train" for t in drawn)
 
 
-@pytest.fixture(scope="module", params=["local", "docker"])
-def repo_sandbox(request, sandbox):
-    """The local sandbox, and docker (its minimal image: the host's Python, sh)."""
-    if request.param == "local":
-        yield sandbox
-        return
-    backend = request.getfixturevalue("docker_daemon").backend()
-    yield backend
-    backend.close()
-
-
 def test_golden_trajectories_solve_and_doing_nothing_does_not(repo_sandbox):
     sandbox = repo_sandbox
     for task in tasks(14, seed=3):

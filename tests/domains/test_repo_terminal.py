@@ -53,7 +53,8 @@ def test_the_suite_draws_every_kind_distinct_valid_tasks():
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_golden_trajectories_solve_and_doing_nothing_does_not(sandbox, kind):
+def test_golden_trajectories_solve_and_doing_nothing_does_not(repo_sandbox, kind):
+    sandbox = repo_sandbox  # local, and docker where it runs
     for task in of_kind(kind, 3):
         verdict, state, last = play(task, sandbox, task["golden"])
         assert (verdict.reward, verdict.verdict) == (1.0, "pass"), (task["task_id"], verdict)
