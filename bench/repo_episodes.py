@@ -232,17 +232,23 @@ def model(n: int, turns: int, seed: int, name: str, context: str, console: Conso
     seconds = time.perf_counter() - start
     rows = RunLayout(run_dir).read_table("trajectories").to_pylist()
     calls = [t for r in rows for t in r["turns"]]
-    formed = [t for t in calls if t["tool"] and not t["tool_error"]]
+    tagged = [t for t in calls if "<tool_call>" in (t["action"] or "")]
+    formed = [t for t in tagged if t["tool"] and not t["tool_error"]]
+    ran = [t for t in calls if t["tool"] and not t["tool_error"]
+           and not (t["observation"] or "").startswith("error")]
     tools: dict[str, int] = {}
     for t in formed:
         tools[t["tool"]] = tools.get(t["tool"], 0) + 1
     tokens = [sum(len(s["prompt_token_ids"]) + len(s["response_token_ids"]) for s in (r["segments"] or []))
               + len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for r in rows]
     console.print(f"{name} on {len(rows)} {DOMAIN_NAME} episodes (up to {turns} turns, context "
-                  f"{context}), {seconds:.0f} s: {len(calls)} turns, {len(formed)} well-formed tool "
-                  f"calls ({len(formed) / max(1, len(calls)):.0%}) {tools}; solved "
+                  f"{context}), {seconds:.0f} s: {len(calls)} turns; {len(tagged)} wrote a "
+                  f"<tool_call>, {len(formed)} of them well-formed (name and schema) {tools}; the "
+                  f"rest plain text, read as apply_patch; {len(ran)} ran without an error; solved "
                   f"{sum(r['reward_raw'] == 1.0 for r in rows)}/{len(rows)}; tokens per episode "
                   f"{statistics.mean(tokens):,.0f}; ends {sorted(r['episode_end'] for r in rows)}")
+    for t in calls[:3]:
+        console.print(f"  action: {(t['action'] or '')[:160]!r}\n    -> {(t['observation'] or '')[:160]!r}")
 
 
 def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: int,

@@ -85,7 +85,8 @@ def run_status(run_dir: str) -> dict:
     planned = state.get("iterations", planned)
     alive = _writer_alive(state) if state else None
     current = None
-    if state and state.get("stage") not in ("done", "committed"):
+    between = state.get("stage") == "committed" and len(committed) < (planned or 0)  # next not begun
+    if state and (state.get("stage") not in ("done", "committed") or between):
         current = {"iteration": state.get("iteration"), "stage": state.get("stage"),
                    "since": state.get("stage_since"), "pid": state.get("pid"),
                    "host": state.get("host"), "writer_alive": alive}
