@@ -35,6 +35,7 @@ from flywheel.domains.domain import SandboxNeeds
 from flywheel.domains.episodes import SUBMITTED, EpisodeDomain, Step
 from flywheel.domains.registry import register_domain
 from flywheel.domains.report_channel import harness_report
+from flywheel.domains.repo_base import BASE_MOUNT, materialized
 from flywheel.domains.repo_environments import ENV_MOUNT, environment_dir, environment_problem
 from flywheel.domains.repo_snapshot import (SnapshotError, SnapshotStore, default_store, read_snapshot,
                                             split_commit)
@@ -196,20 +197,28 @@ class RepoDomain(EpisodeDomain):
         """The name of the environment `task`'s calls run with, or None."""
         return task.get("environment") or self.environment
 
-    def _request(self, task: dict, files: dict[str, str], plan: dict, mode: str) -> dict:
-        plan = {**plan, "tree": files}
+    def _request(self, task: dict, changes: dict[str, str | None], plan: dict, mode: str) -> dict:
+        """The harness's request: an inline snapshot travels whole with the changes laid over
+        it (`tree`); a stored one is mounted read-only as a base (repo_base.py) and only the
+        changes travel."""
         name = self.environment_of(task)
+        mounts = [[environment_dir(name), ENV_MOUNT]] if name else []
+        if "snapshot" in task["repo"]:
+            base = materialized(snapshot_files(task), task["repo"]["snapshot"])
+            mounts.append([base, BASE_MOUNT])
+            plan = {**plan, "base": BASE_MOUNT, "changes": changes}
+        else:
+            plan = {**plan, "tree": tree(task, changes)}
         return {"files": {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF},
                 "command": ["python", "harness.py", mode], "stdin": json.dumps(plan),
-                "limits": self.sandbox.limits(),
-                "mounts": [[environment_dir(name), ENV_MOUNT]] if name else []}
+                "limits": self.sandbox.limits(), "mounts": mounts}
 
     def tool_program(self, task: dict, state: dict, call: ToolCall,
                      marker: str = REPORT_MARKER) -> dict | None:
         plan = {"marker": marker, "call": {"name": call.name, "arguments": call.arguments},
                 "visible_tests": task.get("visible_tests") or [],
                 "budget_s": self.sandbox.timeout_s - 2.0, "log_bytes": self.log_bytes}
-        return self._request(task, tree(task, state.get("changes") or {}), plan, "tool")
+        return self._request(task, state.get("changes") or {}, plan, "tool")
 
     def observe(self, task: dict, state: dict, call: ToolCall, result) -> Step:
         log = list(state.get("log") or []) + [call_summary(call)]
@@ -247,7 +256,7 @@ class RepoDomain(EpisodeDomain):
                 "protected": task.get("protected") or list(PROTECTED),
                 "visible_tests": task.get("visible_tests") or [],
                 "budget_s": self.sandbox.timeout_s - 1.5}
-        return self._request(task, snapshot_files(task), plan, "score")
+        return self._request(task, {}, plan, "score")
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return task.get("answer") or ""

@@ -1,7 +1,10 @@
 """Sandbox side of repository episodes; runs as `python -I harness.py MODE` with the plan on stdin.
 
-The plan's `tree` (the snapshot with the episode's changes so far) is written into ./repo first;
-unified_diff.py sits beside this file. Modes:
+The tree is rebuilt in ./repo first: the plan's `tree` (an inline snapshot with the episode's
+changes so far) written out, or a stored snapshot mounted read-only at the plan's `base` copied
+in (the writable layer) with the plan's `changes` over it; the base's manifest (and the plan's
+texts) give each file's digest, so a call's changes are found by hashing only the files whose
+stat changed. unified_diff.py sits beside this file. Modes:
 
 - `tool`: run one tool call (list, read, search, edit, patch, write, shell, tests) in ./repo, then
   report what it printed and how the tree changed (files changed or added, with their text, and
@@ -35,6 +38,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import stat
 import subprocess
@@ -75,9 +79,16 @@ def load_unified_diff():
 
 
 # ---------------------------------------------------------------- the tree and its changes
-def walk(root):
-    """Relative path -> (kind, sha256 or link target) for everything under `root`, links not followed."""
-    entries = {}
+def stat_key(st):
+    """What changes when a file's bytes do (ctime cannot be set back by the code)."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def walk(root, known=None):
+    """Relative path -> (kind, sha256 or link target) for everything under `root`, links not
+    followed. `known` ({path: (stat key, entry)}, from `rebuild`) spares hashing the files whose
+    stat key is unchanged."""
+    known, entries = known or {}, {}
     for here, dirs, names in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         for name in sorted(names):
@@ -90,7 +101,8 @@ def walk(root):
                 if stat.S_ISLNK(st.st_mode):
                     entries[rel] = ("link", os.readlink(path))
                 elif stat.S_ISREG(st.st_mode):
-                    entries[rel] = ("file", file_digest(path))
+                    seen = known.get(rel)
+                    entries[rel] = seen[1] if seen and seen[0] == stat_key(st) else ("file", file_digest(path))
                 else:
                     entries[rel] = ("other", "")
             except OSError as e:
@@ -323,15 +335,52 @@ TOOLS = {"list_files": tool_list, "read_file": tool_read, "search": tool_search,
          "run_shell": tool_shell, "run_tests": tool_tests}
 
 
-def run_tool(plan):
+def rebuild(plan):
+    """Write the tree: the plan's whole `tree`, or the mounted `base` copied (the writable layer)
+    with the plan's `changes` laid over it. Returns {path: (stat key, entry)} of every file
+    written, so that a later walk hashes only what a call touched."""
+    digests = {}
+    if "base" in plan:
+        source = os.path.join(plan["base"], "tree")
+        if os.path.exists("/bin/cp"):
+            subprocess.run(["/bin/cp", "-a", source + "/.", REPO], check=True)
+        else:
+            shutil.copytree(source, REPO, symlinks=True, dirs_exist_ok=True)
+        with open(os.path.join(plan["base"], "manifest.json"), encoding="utf-8") as f:
+            digests = json.load(f)
+        texts = plan["changes"]
+    else:
+        texts = plan["tree"]
+    for rel, text in texts.items():
+        path = inside(rel)
+        if text is None:
+            if os.path.lexists(path):
+                os.unlink(path)
+            digests.pop(rel, None)
+            continue
+        write(path, text)
+        digests[rel] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    known = {}
+    for rel, digest in digests.items():
+        try:
+            st = os.lstat(os.path.join(REPO, rel))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            known[rel] = (stat_key(st), ("file", digest))
+    return known
+
+
+def run_tool(plan, known):
     call = plan["call"]
-    before, outside = walk(REPO), outside_entries()
+    before = {rel: entry for rel, (_, entry) in known.items()}
+    outside = outside_entries()
     error = None
     try:
         observation = TOOLS[call["name"]](call["arguments"], plan)
     except Exception as e:  # noqa: BLE001  a bad call is the model's: an error observation
         observation, error = f"error: {e}", str(e)[:500]
-    report = {"observation": observation, "error": error, "delta": tree_delta(before, walk(REPO)),
+    report = {"observation": observation, "error": error, "delta": tree_delta(before, walk(REPO, known)),
               "outside": [n for n in outside_entries() if n not in outside]}
     if PLAN_TESTS:
         report["tests"] = dict(PLAN_TESTS)
@@ -343,7 +392,7 @@ def protected(rel, patterns):
     return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in patterns)
 
 
-def score(plan):
+def score(plan, known=None):
     ud = load_unified_diff()
     try:
         test_paths = set(ud.changed_paths(plan.get("test_patch") or ""))
@@ -351,7 +400,7 @@ def score(plan):
         return {"applied": False, "test_patch_error": f"the task's test_patch: {e}"[:600]}
     guarded = lambda rel: protected(rel, plan["protected"]) or rel in test_paths  # noqa: E731
     pristine = {}
-    for rel, entry in walk(REPO).items():
+    for rel, entry in walk(REPO, known).items():
         if entry[0] == "file" and guarded(rel):
             pristine[rel] = read_text(os.path.join(REPO, rel), 1 << 24)[0]
     files = {}
@@ -626,10 +675,10 @@ def main():
     os.makedirs(os.path.join(os.path.dirname(REPO), ".flywheel"), exist_ok=True)
     os.makedirs(REPO, exist_ok=True)
     start = time.monotonic()
-    for rel, text in plan.pop("tree").items():
-        write(inside(rel), text)
+    known = rebuild(plan)
+    plan.pop("tree", None)
     rebuilt = time.monotonic() - start
-    report = run_tool(plan) if mode == "tool" else score(plan)
+    report = run_tool(plan, known) if mode == "tool" else score(plan, known)
     report["rebuild_ms"] = round(rebuilt * 1000, 3)  # the tree from snapshot + changes
     sys.stdout.write("\n" + plan["marker"] + json.dumps(report) + "\n")
     sys.stdout.flush()
