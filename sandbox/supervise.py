@@ -51,6 +51,7 @@ class UidPool:
     def __init__(self, size: int = 256, base: int = 61000, lock_dir: str | None = None):
         users = {entry.pw_uid for entry in pwd.getpwall()}
         self.uids = [uid for uid in range(base, base + size) if uid not in users]
+        self._skipped: dict[int, float] = {}  # uid -> when its leftovers last could not be ended
         self.lock_dir = lock_dir or os.path.join(tempfile.gettempdir(), "flywheel-sandbox-uids")
         os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
         st = os.lstat(self.lock_dir)  # /tmp is shared: refuse a dir a sandboxed uid planted first
@@ -60,7 +61,9 @@ class UidPool:
     @contextlib.contextmanager
     def lease(self):
         while True:
-            for uid in self.uids:
+            now = time.monotonic()
+            fresh = [u for u in self.uids if now - self._skipped.get(u, -SKIP_S) >= SKIP_S]
+            for uid in fresh or self.uids:
                 path = os.path.join(self.lock_dir, str(uid))
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
                 try:
@@ -69,7 +72,8 @@ class UidPool:
                     os.close(fd)
                     continue
                 if os.pread(fd, 1, 0) == _HELD and not end_uid(uid):
-                    os.close(fd)  # leftovers we cannot end (yet): another slot
+                    os.close(fd)  # leftovers we cannot end (yet): another slot, and not this
+                    self._skipped[uid] = time.monotonic()  # one again for a while
                     continue
                 os.pwrite(fd, _HELD, 0)
                 try:
@@ -84,23 +88,35 @@ class UidPool:
 
 
 _HELD, _FREE = b"1", b"0"
+SKIP_S = 30.0  # a slot whose leftovers could not be ended is tried again after this
+
+
+ZOMBIE_GRACE_S = 0.5  # how long zombies may take to be reaped by their parent
 
 
 def end_uid(uid: int, wait_s: float = 5.0) -> bool:
     """SIGKILL every process running as `uid` and reap those we adopted; True once none is left,
-    False if some still are after `wait_s` (a zombie whose parent does not reap it)."""
-    deadline = time.monotonic() + wait_s
+    False if some still are after `wait_s`.
+
+    A zombie whose parent is another process (an orphan that process adopted as subreaper) cannot
+    be reaped here, and it still counts against the uid's process limit. Its parent usually
+    reaps it within milliseconds; one that has not within ZOMBIE_GRACE_S may never (a pytest
+    worker holding its dead sandboxes' zombies): False then, at once, rather than after `wait_s`
+    (which stalled every lease five seconds per such slot)."""
+    start = time.monotonic()
     while True:
         procs = _run_processes(None, uid)
         if not procs:
             return True
-        for pid, zombie in procs.items():
-            if not zombie:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        live = [pid for pid, zombie in procs.items() if not zombie]
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in procs:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
-        if time.monotonic() > deadline:
+        waited = time.monotonic() - start
+        if waited > wait_s or (not live and waited > ZOMBIE_GRACE_S):
             return False
         time.sleep(0.01)
 

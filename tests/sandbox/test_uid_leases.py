@@ -16,7 +16,7 @@ import time
 import pytest
 
 from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
-from flywheel.sandbox.supervise import UidPool, _run_processes
+from flywheel.sandbox.supervise import UidPool, _run_processes, end_uid
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid leases are taken only as root")
 
@@ -73,3 +73,43 @@ def test_a_clean_release_needs_no_sweep(tmp_path):
     with pool.lease() as uid:
         assert (tmp_path / str(uid)).read_bytes() == b"1"
     assert (tmp_path / str(uid)).read_bytes() == b"0"
+
+
+ZOMBIE_MAKER = textwrap.dedent("""
+    import os, sys, time
+    pid = os.fork()
+    if pid == 0:  # a child under the slot's uid that exits at once: a zombie this process never reaps
+        os.setgid({uid}); os.setuid({uid}); os._exit(0)
+    print(pid, flush=True)
+    time.sleep(300)
+""")
+
+
+def test_a_slot_whose_zombies_another_process_owes_is_passed_over(tmp_path):
+    """Another process (a pytest worker holding its dead sandboxes' zombies) owes a wait to two
+    zombies under a slot's uid, and the slot is marked held. A lease cannot reap them, and they
+    count against the uid's process limit: it takes the next slot, and the pool passes that slot
+    over on its next leases rather than trying it again."""
+    pool = UidPool(size=2, base=BASE, lock_dir=str(tmp_path))
+    poisoned, other = pool.uids
+    owners = [subprocess.Popen([sys.executable, "-c", ZOMBIE_MAKER.format(uid=poisoned)],
+                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        zombies = [int(owner.stdout.readline()) for owner in owners]
+        deadline = time.monotonic() + 10
+        while sorted(p for p, z in _run_processes(None, poisoned).items() if z) != sorted(zombies):
+            assert time.monotonic() < deadline, _run_processes(None, poisoned)
+            time.sleep(0.05)
+        (tmp_path / str(poisoned)).write_bytes(b"1")  # marked held: its holder did not end cleanly
+        assert [_lease_once(pool) for _ in range(3)] == [[other]] * 3
+        assert poisoned in pool._skipped and (tmp_path / str(poisoned)).read_bytes() == b"1"
+    finally:
+        for owner in owners:
+            owner.kill()
+            owner.wait()
+    assert end_uid(poisoned)  # their parent gone, the zombies went with it
+
+
+def _lease_once(pool):
+    with pool.lease() as uid:
+        return [uid]
