@@ -186,11 +186,11 @@ def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> No
     table = Table(title=f"{n} {DOMAIN_NAME} episodes of {turns} scripted turns under a budget of "
                         f"{budget} tokens per context: each context strategy")
     for column in ("context", "solved", "ended on budget", "segments / episode",
-                   "tokens read / episode", "longest context"):
+                   "tokens read / episode", "summary ids / episode", "longest context"):
         table.add_column(column, justify="right")
     with get_backend("local") as backend:
         runner = ToolRunner(backend)
-        for strategy in ("full", "cut", "anchored"):
+        for strategy in ("full", "cut", "anchored", "summarize"):
             live = [start_episode(a, turns, token_budget=budget, context=strategy, keep_turns=4)
                     for a in episodes_of(drawn, turns, seed)]
             done = []
@@ -199,7 +199,7 @@ def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> No
                 acted = [act(a, runner)[0] for a in sampled]
                 done += [a for a in acted if a.episode.end]
                 live = [a for a in acted if not a.episode.end]
-            solved = contexts_seen = longest = budget_ends = 0
+            solved = contexts_seen = longest = budget_ends = summary_ids = 0
             for attempt in done:
                 ended = end_episode(attempt)
                 task = next(t for t in drawn if t["task_id"] == attempt.task_id)
@@ -209,9 +209,11 @@ def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> No
                 contexts_seen += sum(len(s["prompt_token_ids"]) + len(s["response_token_ids"]) for s in seen)
                 longest = max([longest, *(len(s["prompt_token_ids"]) + len(s["response_token_ids"]) for s in seen)])
                 budget_ends += attempt.episode.end == "budget"
+                summary_ids += sum(len(policy.encode_response(s["summary"])) - 1 for s in attempt.segments
+                                   if s.get("summary") is not None)
             table.add_row(strategy, f"{solved:.0f}/{n}", str(budget_ends),
                           f"{sum(1 + len(a.segments) for a in done) / n:.2f}",
-                          f"{contexts_seen / n:,.0f}", f"{longest:,}")
+                          f"{contexts_seen / n:,.0f}", f"{summary_ids / n:,.0f}", f"{longest:,}")
     console.print(table)
 
 

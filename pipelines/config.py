@@ -35,8 +35,8 @@ class RolloutSettings:
     domain_max_turns: tuple[str, ...] = ()  # DOMAIN=N: one domain's turns, over max_turns
     episode_tokens: int = 0               # token budget of one episode (0: the policy's context)
     observation_chars: int = 2000         # longer observations are cut in the middle, marked
-    context: str = "full"                 # a full context: full (end), cut, anchored (context_strategies.py)
-    keep_turns: int = 4                   # turns cut/anchored contexts keep whole
+    context: str = "full"                 # a full context: full (end), cut, anchored, summarize
+    keep_turns: int = 4                   # turns cut/anchored/summarize contexts keep whole
     shards: int = 1                       # Parquet files per table partition, written in parallel
 
 

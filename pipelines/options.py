@@ -54,7 +54,7 @@ RUN_FLAGS = {
                   "full (it ends, on budget), cut (older observations become a marker) or "
                   "anchored (the prompt, the domain's anchor such as a repository's diff, and the "
                   "last --keep-turns turns); each rebuild starts a new segment, trained as sampled"),
-    "--keep-turns": ("rollout.keep_turns", int, "turns a cut or anchored context keeps whole"),
+    "--keep-turns": ("rollout.keep_turns", int, "turns a cut, anchored or summarize context keeps whole"),
     "--turn-discount": ("algorithm.discount", float,
                         "per-turn returns (--credit turn) discount the episode's outcome by this "
                         "for each turn still to come"),

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 """Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns or
 struct fields (1.1: trajectories.checkpoint_digest; 1.2: multi-turn episodes, i.e. response_mask,
 episode_end and the turn fields after duration_ms; 1.3: context segments, i.e. `segments` and
-turns' `segment`). Older tables read the added ones as null."""
+turns' `segment`; 1.4: segments' `summary`). Older tables read the added ones as null."""
 
 TURN = pa.struct([
     ("action", pa.string()),
@@ -39,6 +39,7 @@ SEGMENT = pa.struct([                       # an episode's earlier context (cont
     ("response_mask", pa.list_(pa.int8())),
     ("first_turn", pa.int32()),             # its first turn's index in `turns`
     ("context", pa.string()),               # the strategy that closed it
+    ("summary", pa.string()),               # the summary the policy wrote at its end (summarize)
 ])
 
 TRAJECTORIES = pa.schema([

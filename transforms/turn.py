@@ -34,7 +34,8 @@ from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner, Unbuildable, cut_output
 from flywheel.sandbox import SandboxError
 from flywheel.records.attempt import Attempt
-from flywheel.transforms.context_strategies import CONTEXTS, new_segment
+from flywheel.transforms.context_strategies import (CONTEXTS, SummaryCall, new_segment, reserve,
+                                                     summary_call)
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
 from flywheel.transforms.execute import SandboxStage
 from flywheel.transforms.generate import fit_prompt
@@ -75,14 +76,15 @@ def turn_seed(seed: int, turn: int) -> int:
     return (seed + 0x9E3779B97F4A7C15 * turn) % (1 << 63)
 
 
-def _context(policy: Policy, attempt: Attempt) -> tuple[list[int], dict]:
-    """(the ids to continue, the token fields so far) of a live episode before its next action."""
+def _context(policy: Policy, attempt: Attempt) -> tuple[list[int], dict, SummaryCall | None]:
+    """(the ids to continue, the token fields so far, a summary to ask for first) of a live
+    episode before its next action."""
     episode = attempt.episode
     if episode["turn"] == 0:
         prompt = tool_prompt_ids(policy, attempt.prompt, episode["tools"])
         prompt = fit_prompt(prompt, policy.context - attempt.max_new_tokens)
         return prompt, {"prompt_token_ids": prompt, "response_token_ids": [],
-                        "response_logprobs": [], "response_mask": [], "turns": [], "segments": []}
+                        "response_logprobs": [], "response_mask": [], "turns": [], "segments": []}, None
     obs = observation_ids(policy, episode["observation"])
     start = len(attempt.response_token_ids)
     turns = [dict(t) for t in attempt.turns]
@@ -93,17 +95,64 @@ def _context(policy: Policy, attempt: Attempt) -> tuple[list[int], dict]:
               "response_mask": [*attempt.response_mask, *[0] * len(obs)], "turns": turns,
               "segments": attempt.segments}
     context = [*attempt.prompt_token_ids, *fields["response_token_ids"]]
-    most = _limit(policy, attempt) - attempt.max_new_tokens  # room for a whole next action
-    if len(context) > most and episode.context != "full":
-        rebuilt = CONTEXTS.get(episode.context)(policy, attempt, most)
+    if episode.context == "full":
+        return context, fields, None
+    strategy = CONTEXTS.get(episode.context)
+    most = _limit(policy, attempt) - attempt.max_new_tokens - reserve(strategy, policy, attempt)
+    if len(context) > most:  # no room left for a whole next action (and what the strategy keeps)
+        if getattr(strategy, "summarizes", False):
+            return context, fields, summary_call(policy, attempt, fields, _limit(policy, attempt))
+        rebuilt = strategy(policy, attempt, most)
         if rebuilt is not None:
-            return rebuilt, new_segment(attempt, rebuilt, episode.context)
-    return context, fields
+            return rebuilt, new_segment(attempt, rebuilt, episode.context), None
+    return context, fields, None
 
 
 def _limit(policy: Policy, attempt: Attempt) -> int:
     """The most ids an episode's context may hold: the policy's, or the run's --episode-tokens."""
     return min(policy.context, attempt.episode.get("token_budget") or policy.context)
+
+
+def _sample(policy: Policy, engine: RolloutEngine | None, batch: Sequence[Attempt],
+            prompts: dict[int, list[int]], rooms: dict[int, int], seeds: dict[int, int]) -> dict:
+    """Row i of `batch` continued from prompts[i] by at most rooms[i] ids: one call per room, so
+    no row may run past its own limit. Rows without room (< 1) get nothing."""
+    by_room: dict[int, list[int]] = {}
+    for i, room in rooms.items():
+        if room >= 1:
+            by_room.setdefault(room, []).append(i)
+    samples = {}
+    for room, rows in by_room.items():
+        samples.update(zip(rows, (engine or policy).sample(
+            [prompts[i] for i in rows], [batch[i].sampling_temperature for i in rows],
+            [seeds[i] for i in rows], room)))
+    return samples
+
+
+def _summarize(policy: Policy, engine: RolloutEngine | None, batch: Sequence[Attempt],
+               plans: list) -> None:
+    """Ask the policy for the summaries `plans` want (one batched call per room), and rebuild
+    those episodes' contexts from them in place. An episode whose summary cannot be asked for, or
+    whose rebuilt context does not fit, goes on as it stands (and ends on budget if it must)."""
+    calls = {i: call for i, (_, _, call) in enumerate(plans) if call is not None}
+    samples = _sample(policy, engine, batch, {i: c.prompt for i, c in calls.items()},
+                      {i: c.room for i, c in calls.items()},
+                      {i: turn_seed(batch[i].seed, batch[i].episode["turn"] + (1 << 20)) for i in calls})
+    for i, call in calls.items():
+        attempt, (context, fields, _) = batch[i], plans[i]
+        plans[i] = (context, fields, None)
+        if i not in samples:
+            continue
+        limit = _limit(policy, attempt)
+        most = limit - attempt.max_new_tokens - reserve(CONTEXTS.get(attempt.episode.context), policy, attempt)
+        summary = policy.decode(samples[i].token_ids)
+        rebuilt = CONTEXTS.get(attempt.episode.context)(policy, attempt, most, summary)
+        if rebuilt is None:  # even the summary and the last turn leave no room: try without a reserve
+            rebuilt = CONTEXTS.get(attempt.episode.context)(policy, attempt, limit - attempt.max_new_tokens, summary)
+        if rebuilt is not None:
+            count("context_summaries")
+            plans[i] = (rebuilt, new_segment(attempt, rebuilt, attempt.episode.context, fields, call,
+                                             samples[i], summary), None)
 
 
 def generate_turn_batch(policy: Policy, batch: Sequence[Attempt],
@@ -113,22 +162,15 @@ def generate_turn_batch(policy: Policy, batch: Sequence[Attempt],
     context, or the run's --episode-tokens) ends instead, with episode_end=BUDGET. Returns each
     attempt's changed fields."""
     started = now()
-    plans = []
-    for attempt in batch:
-        context, fields = _context(policy, attempt)
-        room = min(attempt.max_new_tokens, _limit(policy, attempt) - len(context))
-        plans.append((context, fields, room))
-    by_room: dict[int, list[int]] = {}
-    for i, (_, _, room) in enumerate(plans):
-        if room >= 1:
-            by_room.setdefault(room, []).append(i)
-    samples = {}
-    for room, rows in by_room.items():  # one call per room: no row may run past its context
-        samples.update(zip(rows, (engine or policy).sample(
-            [plans[i][0] for i in rows], [batch[i].sampling_temperature for i in rows],
-            [turn_seed(batch[i].seed, batch[i].episode["turn"]) for i in rows], room)))
+    plans = [_context(policy, attempt) for attempt in batch]
+    if any(call is not None for _, _, call in plans):
+        _summarize(policy, engine, batch, plans)
+    rooms = {i: min(a.max_new_tokens, _limit(policy, a) - len(plans[i][0])) for i, a in enumerate(batch)}
+    samples = _sample(policy, engine, batch, {i: p[0] for i, p in enumerate(plans)}, rooms,
+                      {i: turn_seed(a.seed, a.episode["turn"]) for i, a in enumerate(batch)})
     results = []
-    for i, (attempt, (context, fields, room)) in enumerate(zip(batch, plans)):
+    for i, (attempt, (context, fields, _)) in enumerate(zip(batch, plans)):
+        room = rooms[i]
         episode = dict(attempt.episode)
         if i not in samples:  # ends as it was: the observation it has no room to read is not added
             count("episodes_out_of_tokens")

@@ -26,14 +26,15 @@ def padded(task):
     return [render_call(ToolCall(c["name"], c["arguments"])) for c in calls]
 
 
-def rollout(tmp_path, name, actions):
+def rollout(tmp_path, name, actions, **settings):
     tasks = [DOMAIN.make_task("train", i, 0) for i in range(3)]
     script = tmp_path / f"{name}.jsonl"
     script.write_text("".join(json.dumps({"prompt": t["prompt"], "actions": actions(t)}) + "\n"
                               for t in tasks))
     config = RunConfig(seed=0, policy=PolicySpec("scripted", options=(f"script={script}",)),
                        rollout=RolloutSettings(domains=("repo_bugs",), tasks_per_domain=3,
-                                               heldout_per_domain=0, n_samples=1, max_turns=TURNS))
+                                               heldout_per_domain=0, n_samples=1, max_turns=TURNS,
+                                               **settings))
     layout = RunLayout(str(tmp_path / name))
     close_worker_model()
     try:
@@ -53,6 +54,21 @@ def test_golden_trajectories_solve_through_the_turn_stages(tmp_path):
         assert row["turns"][0]["action"].startswith('<tool_call>{"name": "list_files"')
         tests = [t for t in row["turns"] if '"run_tests"' in t["action"]]
         assert tests[-1]["reward"] == 1.0 and tests[0]["reward"] < 1.0  # fixed by the edits
+
+
+def test_summarized_episodes_solve_and_land_in_the_tables(tmp_path):
+    """A budget the episodes outgrow, `--context summarize`: the scripted policy's summaries end
+    segments read back from Parquet, every context within the budget, and each task solved."""
+    budget = 5000
+    tasks, rows = rollout(tmp_path, "summarize", padded, episode_tokens=budget, context="summarize",
+                          keep_turns=2)
+    for task, row in zip(tasks, rows):
+        assert (row["reward_raw"], row["episode_end"]) == (1.0, "submitted"), row["verdict"]
+        summaries = [s["summary"] for s in row["segments"] if s["summary"] is not None]
+        assert summaries and all(s.startswith("Summary: ") for s in summaries)
+        assert {s["context"] for s in row["segments"]} == {"summarize"}
+        for segment in [*row["segments"], row]:
+            assert len(segment["prompt_token_ids"]) + len(segment["response_token_ids"]) <= budget
 
 
 def test_doing_nothing_solves_nothing(tmp_path):

@@ -1,7 +1,7 @@
 """Context strategies of long episodes, on the real sandbox: with a token budget too small for the
-whole episode, `full` ends it on budget, `cut` and `anchored` rebuild the context as new segments
-and finish it; every segment holds exactly the ids the policy sampled, and the trainer's log-probs
-of each segment match the sampler's."""
+whole episode, `full` ends it on budget, `cut`, `anchored` and `summarize` rebuild the context as
+new segments and finish it; every segment holds exactly the ids the policy sampled (a summary's
+too), and the trainer's log-probs of each segment match the sampler's."""
 
 import json
 
@@ -16,7 +16,7 @@ from flywheel.trainer.policies import create_policy
 from flywheel.trainer.policies.tiny import tokens
 from flywheel.trainer.segments import segment_rows
 from flywheel.trainer.trajectory_batches import make_batch
-from flywheel.transforms.context_strategies import CUT_MARKER
+from flywheel.transforms.context_strategies import CUT_MARKER, SUMMARY_REQUEST
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.turn import act, end_episode, generate_turn_batch, start_episode, with_sample
 from flywheel.verifiers import get_verifier
@@ -63,7 +63,7 @@ def test_full_ends_on_budget_while_cut_and_anchored_finish_in_segments(tmp_path,
     budget = 3 * len(task["prompt"]) + 4000  # far less than 16 turns of whole-file reads
     full = episode(policy, task, sandbox, "full", budget)
     assert full.episode.end == "budget" and not full.segments and len(full.turns) < TURNS
-    for context in ("cut", "anchored"):
+    for context in ("cut", "anchored", "summarize"):
         done = episode(policy, task, sandbox, context, budget)
         assert done.episode.end == "submitted" and len(done.turns) == TURNS, context
         assert len(done.segments) >= 1 and all(s["context"] == context for s in done.segments)
@@ -82,6 +82,14 @@ def check_exact_ids(attempt):
     assert len(rows) == len(attempt.segments) + 1
     assert sum(len(r["turns"]) for r in rows) == len(attempt.turns)
     first = attempt.segments[0]["prompt_token_ids"]
+    for segment, row in zip(attempt.segments, rows):
+        if segment["context"] == "summarize":  # the summary closes it: request (0), summary (1)
+            mask = segment["response_mask"]
+            n = len(tokens.encode_response(segment["summary"]))
+            assert mask[-n:] == [1] * n and set(mask[-n - 5:-n]) == {0}
+            assert segment["response_token_ids"][-n:] == tokens.encode_response(segment["summary"])
+            assert SUMMARY_REQUEST.encode() in bytes(i for i in segment["response_token_ids"] if i < 256)
+            assert segment["summary"].startswith("Summary: ")
     for row in rows:
         for turn in row["turns"]:
             ids = row["response_token_ids"][turn["action_start"]:turn["action_end"]]
@@ -89,28 +97,37 @@ def check_exact_ids(attempt):
             assert all(m == 1 for m in row["response_mask"][turn["action_start"]:turn["action_end"]])
         assert row["prompt_token_ids"][:len(first)] == first
     text = bytes(i for i in rows[-1]["prompt_token_ids"] if i < 256)
-    marker = CUT_MARKER if attempt.segments[-1]["context"] == "cut" else "earlier turns omitted"
+    marker = {"cut": CUT_MARKER, "anchored": "earlier turns omitted",
+              "summarize": "earlier turns summarized"}[attempt.segments[-1]["context"]]
     assert marker.encode() in text
 
 
-def test_the_trainer_scores_each_segment_as_the_sampler_did(sandbox):
+@pytest.mark.parametrize("context", ["anchored", "summarize"])
+def test_the_trainer_scores_each_segment_as_the_sampler_did(sandbox, context):
     """The tiny policy samples fix_function episodes in a budget that forces rebuilds: the log-probs
-    make_batch's rows get from token_logprobs match the sampled ones, segment by segment."""
-    policy = create_policy("tiny", {"context": 256}, 0)
+    make_batch's rows get from token_logprobs match the sampled ones, segment by segment (the
+    summaries it writes included)."""
+    policy = create_policy("tiny", {"context": 256 if context == "anchored" else 640}, 0)
     policy.module.eval()
     domain = get_domain("fix_function")
-    rebuilt = 0
+    rebuilt, summaries = 0, []
     for index in range(6):
         task = domain.make_task("train", index, 0)
-        attempt = episode(policy, task, sandbox, "anchored", budget=100, keep=1, turns=8)
+        attempt = episode(policy, task, sandbox, context, budget=100 if context == "anchored" else 360,
+                          keep=1, turns=8 if context == "anchored" else 12)
         rows = [dict(r, advantage=0.0) for r in segment_rows(end_episode(attempt).row())]
         rebuilt += len(rows) - 1
+        summaries += [s for s in attempt.segments if s["summary"] is not None]
         b = make_batch(rows, policy.pad_id, credit="outcome")
         with torch.no_grad():
             logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"])
         mask = b["response_mask"].bool()
         assert (logprobs - b["old_logprobs"]).abs()[mask].max() < 1e-4
     assert rebuilt >= 1  # the budget forced at least one new segment
+    if context == "summarize":  # summaries read the whole context, and only its latest turns
+        assert {s["response_mask"][-1] for s in summaries} == {1}
+        assert len({len(s["response_token_ids"]) > len(policy.encode_observation(SUMMARY_REQUEST))
+                    + domain.max_new_tokens for s in summaries}) == 2
 
 
 def test_an_unknown_strategy_is_refused_by_name():

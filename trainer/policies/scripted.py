@@ -44,7 +44,9 @@ def read_script(path: str) -> dict[str, list[str]]:
 
 
 CALL_OPEN = "<tool_call>"  # as domains/tools.py writes a call (trainer/ does not import domains/)
-OMITTED = re.compile(r"\[(\d+) earlier turns omitted")  # transforms/context_strategies.py's marker
+# transforms/context_strategies.py's markers and summary request
+OMITTED = re.compile(r"\[(\d+) earlier turns (?:omitted|summarized)")
+SUMMARY_REQUEST = "[context full] Before your next action, summarize this episode for yourself"
 
 
 def text_of(ids: Sequence[int]) -> str:
@@ -97,6 +99,8 @@ class ScriptedPolicy(PolicyDefaults):
                 actions = self.script[prompt]
                 omitted = OMITTED.search(body, len(prompt))  # an anchored context's dropped turns
                 turn = body.count(CALL_OPEN, len(prompt)) + (int(omitted.group(1)) if omitted else 0)
+                if SUMMARY_REQUEST in body[-1000:]:
+                    return f"Summary: {turn} turns taken, {len(actions) - turn} scripted turns left."
                 return actions[turn] if turn < len(actions) else self.default
         return self.default
 
