@@ -107,6 +107,12 @@ class EpisodeDomain(Domain):
         """The episode's answer: what the single-turn Execute and Verify score."""
         return state.get(self.answer_field, "")
 
+    def episode_flags(self, task: dict[str, Any], state: dict[str, Any]) -> list[str]:
+        """Hacks the episode's state shows that its answer cannot (a repository episode's shell
+        command writing outside the repository): each scores the episode 0 at Verify, flagged
+        `exploit_<flag>`. By default none."""
+        return []
+
     def submit(self, state: dict[str, Any], call: ToolCall) -> Step:
         return Step("submitted", {**state, self.answer_field: call.arguments["answer"]}, SUBMITTED)
 

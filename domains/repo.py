@@ -17,7 +17,8 @@ Task fields (the native form; domains/repo_suite.py generates them, users write 
   files are protected too), `protected` (globs of test files the change may not touch; default PROTECTED),
   `reference_patch` (a unified diff that solves it; the `answer`), `golden` (tool calls that solve it).
 
-The episode's state is the change from the snapshot ({"changes": {path: text or None}, "log": [...]}),
+The episode's state is the change from the snapshot ({"changes": {path: text or None}, "log": [...]},
+and "outside": the paths a shell command wrote outside the repository, which flag the episode),
 never the tree: each call rebuilds the tree in a fresh sandbox from the snapshot and the changes,
 and the harness (domains/harnesses/repo.py) reports how the call changed it. The answer is the
 unified diff of the changes; scoring applies it to the snapshot, puts the protected files back,
@@ -39,7 +40,7 @@ from flywheel.domains.repo_base import BASE_MOUNT, materialized
 from flywheel.domains.repo_environments import ENV_MOUNT, environment_dir, environment_problem
 from flywheel.domains.repo_snapshot import (SnapshotError, SnapshotStore, default_store, read_snapshot,
                                             split_commit)
-from flywheel.domains.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_TESTS
+from flywheel.domains.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_SHELL, RUN_TESTS
 from flywheel.domains.task_paths import inside_folder
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.domains.unified_diff import make_diff
@@ -53,6 +54,7 @@ PROTECTED = ("tests/*", "test_*.py", "*_test.py", "conftest.py", "sitecustomize.
 CHECK_FIELDS = ("id", "module", "call", "expect")
 PYTEST_CHECK_FIELDS = ("id", "pytest")
 LOG_CHARS = 200
+OUTSIDE_KEPT = 20  # outside paths an episode state remembers (enough to flag and show)
 
 
 def snapshot_files(task: dict[str, Any]) -> dict[str, str]:
@@ -228,15 +230,24 @@ class RepoDomain(EpisodeDomain):
         changes = apply_delta(snapshot_files(task), state.get("changes") or {}, report.get("delta") or {})
         notes = [f"note: {path} not kept ({why})" for path, why in
                  sorted((report.get("delta") or {}).get("skipped", {}).items())[:10]]
+        outside = list(state.get("outside") or [])
         if report.get("outside"):
             notes.append("note: files written outside the repository are not kept: "
-                         + ", ".join(report["outside"][:10]))
-            log.append("outside: " + ", ".join(report["outside"][:10]))
+                         + ", ".join(map(str, report["outside"][:10])))
+            if call.name == RUN_SHELL.name:  # the model's own command (a test run's are the task's)
+                outside = sorted({*outside, *map(str, report["outside"][:10])})[:OUTSIDE_KEPT]
         observation = "\n".join([str(report.get("observation", ""))] + notes)
         tests = report.get("tests") if call.name == RUN_TESTS.name else None
         total = (tests or {}).get("passed", 0) + (tests or {}).get("failed", 0)
         reward = tests["passed"] / total if total else None
-        return Step(observation, {"changes": changes, "log": log}, None, reward)
+        return Step(observation, {"changes": changes, "log": log, **({"outside": outside} if outside else {})},
+                    None, reward)
+
+    def episode_flags(self, task: dict, state: dict) -> list[str]:
+        """`touched_outside` when a shell command wrote outside the repository (and its scratch
+        HOME and TMPDIR): nothing there is kept or scored, but it is an attempt on what is not the
+        repository's (the harness, the verifier's files), so the episode earns 0."""
+        return ["touched_outside"] if state.get("outside") else []
 
     def submit(self, state: dict, call: ToolCall) -> Step:
         return Step("submitted", state, SUBMITTED)

@@ -35,7 +35,9 @@ APPLY_PATCH = _tool("apply_patch", "Apply a unified diff (git diff format) to th
 WRITE_FILE = _tool("write_file", "Create or overwrite a file.", ["path", "content"],
                    path=PATH, content=TEXT)
 RUN_SHELL = _tool("run_shell", "Run a bash command in the repository's root; shows its output "
-                  "and exit status. Files it changes stay changed.",
+                  "and exit status. Files it changes in the repository stay changed; $HOME and "
+                  "$TMPDIR are scratch space; writing anywhere else outside the repository "
+                  "forfeits the episode.",
                   ["command"], command={"type": "string", "maxLength": 8000})
 RUN_TESTS = _tool("run_tests", "Run the visible tests (or the given visible test files); shows "
                   "each test's result and the failures' errors.", [],

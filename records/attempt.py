@@ -51,6 +51,7 @@ class Attempt:
     segments: list[dict[str, Any]] = field(default_factory=list)  # an episode's earlier contexts (context_strategies.py)
     episode: EpisodeState | None = None        # a live episode's state (transforms/turn.py)
     episode_end: str | None = None             # submitted | solved | max_turns | budget
+    episode_flags: list[str] = field(default_factory=list)  # hacks its state showed (EpisodeDomain.episode_flags)
     sandbox_backend: str | None = None
     sandbox_wall_ms: float | None = None
     sandbox_cpu_ms: float | None = None

@@ -285,8 +285,8 @@ class Turn(beam.PTransform):
 
 
 def end_episode(attempt: Attempt) -> Attempt:
-    """A done episode as an attempt to score: its answer as `response`, how it ended, and no
-    state left in the record."""
+    """A done episode as an attempt to score: its answer as `response`, how it ended, the hacks its
+    state shows (scored 0 at Verify), and no state left in the record."""
     domain = get_domain(attempt.domain)
     episode = attempt.episode
     answer = domain.final_response(attempt.task, episode.state)
@@ -294,4 +294,5 @@ def end_episode(attempt: Attempt) -> Attempt:
         answer = attempt.turns[-1].get("action") or ""
     count(f"episodes_{episode.end}")
     count("episode_turns", len(attempt.turns))
-    return attempt.replace(response=answer, episode=None, episode_end=episode.end)
+    return attempt.replace(response=answer, episode=None, episode_end=episode.end,
+                           episode_flags=list(domain.episode_flags(attempt.task, episode.state)))

@@ -17,7 +17,9 @@ the worker dying, the verifier raising) is blamed by one general rule, not per v
 
 The probe runs only on failures, so a scored response costs one round trip to the worker. A
 response that Execute could not make into a program at all (failure `unreadable`) is scored 0,
-verdict `fail`, without calling the verifier.
+verdict `fail`, without calling the verifier. An episode whose state showed a hack its answer
+cannot (`Attempt.episode_flags`, a shell command writing outside the repository) is scored 0 and
+flagged whatever its answer earns.
 """
 
 from __future__ import annotations
@@ -50,6 +52,13 @@ def _blame(bounded: BoundedVerifier, verifier, attempt: Attempt, outcome: Outcom
     return "model" if probe.verdict is not None else "environment"
 
 
+def flagged(verdict: Verdict, flags: list[str]) -> Verdict:
+    """`verdict` with an episode's hacks: reward 0, verdict `fail`, each flag a component."""
+    detail = f"exploit suspected: {', '.join(flags)}; {verdict.detail}".strip("; ")
+    return Verdict(0.0, "fail", {**verdict.components, **{f"exploit_{f}": 1.0 for f in flags}},
+                   True, detail[:1000])
+
+
 def verify_attempt(attempt: Attempt, bounded: BoundedVerifier | None = None) -> tuple[Attempt, dict | None]:
     """The attempt with its verdict fields, and an `errors` row when verification failed."""
     bounded = bounded or shared()
@@ -74,6 +83,8 @@ def verify_attempt(attempt: Attempt, bounded: BoundedVerifier | None = None) -> 
                 verdict = Verdict(0.0, "fail", {"verifier_failed": 1.0}, detail=detail)
             else:
                 verdict, failure = Verdict(0.0, "error", detail=detail), "verifier"
+    if attempt.episode_flags and verdict.verdict != "error":
+        verdict = flagged(verdict, attempt.episode_flags)
     if verdict.exploit_suspected:
         count("exploit_suspected")
     count(f"verdict_{verdict.verdict}_{attempt.mode}")

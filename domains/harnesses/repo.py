@@ -54,6 +54,8 @@ MAX_FILE, MAX_CHANGED = 262_144, 2_097_152       # a changed file's text; all ch
 MAX_LIST, MAX_MATCHES = 400, 100
 ENV = "/opt/flywheel-env"                         # the task's environment, when it has one
 JUNIT = os.path.join(HERE, ".flywheel", "junit.xml")
+SCRATCH = os.path.join(HERE, ".flywheel", "scratch")  # the commands' HOME and TMPDIR
+WATCHED = ("/dev/shm",)                           # writable places beside the work dir, if any
 MAX_JUNIT = 1 << 23
 # pytest is imported before the repository is on sys.path: a `pytest.py` of the model's never
 # stands in for it. Node ids and the report's path come as arguments.
@@ -156,9 +158,30 @@ def tree_delta(before, after):
 
 
 def outside_entries():
-    """What sits in the work dir beside the repository and the harness (a write outside it)."""
-    return sorted(name for name in os.listdir(os.path.dirname(REPO))
-                  if name not in ("repo", "harness.py", "unified_diff.py", ".flywheel"))
+    """What a command could write outside the repository, path -> stat: each entry of the work dir
+    beside the repository and the harness's own folder (the harness's files included), and of
+    WATCHED. Not the scratch HOME and TMPDIR (under .flywheel): caches and temporary files."""
+    seen = {}
+    for top, own in ((HERE, {"repo", ".flywheel"}), *((w, set()) for w in WATCHED)):
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            if name in own:
+                continue
+            try:
+                st = os.lstat(os.path.join(top, name))
+            except OSError:
+                continue
+            shown = name if top == HERE else os.path.join(top, name)
+            seen[shown] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return seen
+
+
+def touched(before, after):
+    """The entries outside the repository written, made or removed between two outside_entries."""
+    return sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
 
 
 def inside(path):
@@ -269,14 +292,17 @@ def tool_patch(args, plan):
 
 
 def shell_env():
-    """The commands' environment: the sandbox's, with its Python first on PATH as `python`."""
+    """The commands' environment: the sandbox's, with its Python first on PATH as `python`, and
+    HOME and TMPDIR a scratch folder that writes outside the repository may go to."""
     bin_dir = os.path.join(HERE, ".flywheel", "bin")
     if not os.path.isdir(bin_dir):
         os.makedirs(bin_dir)
         for name in ("python", "python3"):
             os.symlink(sys.executable, os.path.join(bin_dir, name))
+    os.makedirs(SCRATCH, exist_ok=True)
     env = dict(os.environ)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+    env["HOME"] = env["TMPDIR"] = SCRATCH  # a command's caches and temporary files: not "outside"
     if env_paths():
         env["PYTHONPATH"] = os.pathsep.join(env_paths() + [p for p in [env.get("PYTHONPATH")] if p])
     return env
@@ -381,7 +407,7 @@ def run_tool(plan, known):
     except Exception as e:  # noqa: BLE001  a bad call is the model's: an error observation
         observation, error = f"error: {e}", str(e)[:500]
     report = {"observation": observation, "error": error, "delta": tree_delta(before, walk(REPO, known)),
-              "outside": [n for n in outside_entries() if n not in outside]}
+              "outside": touched(outside, outside_entries())}
     if PLAN_TESTS:
         report["tests"] = dict(PLAN_TESTS)
     return report
