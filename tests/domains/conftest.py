@@ -24,6 +24,29 @@ def score(sandbox):
     return score
 
 
+@pytest.fixture(scope="module")
+def play():
+    """play(task, sandbox, calls) -> (the final answer's verdict, the last state, the last step):
+    `calls` ({"name", "arguments"}) replayed as a repository episode's actions in the real
+    sandbox, each asserted to run without an error observation, then the answer scored."""
+    from flywheel.domains.tool_runner import ToolRunner
+    from flywheel.domains.tools import ToolCall, render_call
+
+    def play(task, sandbox, calls):
+        domain = get_domain(task["domain"])
+        runner, state, step = ToolRunner(sandbox), domain.start_state(task), None
+        for call in calls:
+            step = domain.step(task, state, render_call(ToolCall(call["name"], call["arguments"])), runner)
+            assert not step.observation.startswith("error"), (task["task_id"], call, step.observation)
+            state = step.state
+            if step.done:
+                break
+        diff = domain.final_response(task, state)
+        verdict = get_verifier(domain.verifier)(task, diff, domain.run(sandbox, task, diff))
+        return verdict, state, step
+    return play
+
+
 # -- repository tasks with pytest checks (test_repo_pytest.py, test_repo_environments.py) --------
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 CALC_OPS = "def total(xs):\n    s = 0\n    for x in xs:\n        s -= x\n    return s\n"

@@ -6,8 +6,6 @@ import pytest
 
 from flywheel.domains.registry import get_domain
 from flywheel.domains.repo_suite import KINDS
-from flywheel.domains.tool_runner import ToolRunner
-from flywheel.domains.tools import ToolCall, render_call
 from flywheel.verifiers import get_verifier
 
 DOMAIN = get_domain("repo_bugs")
@@ -18,19 +16,6 @@ def tasks(count, seed=0):
     return [DOMAIN.make_task("train", i, seed) for i in range(count)]
 
 
-def play(task, sandbox, calls):
-    """Replay `calls` as the episode's actions; (the final answer's verdict, the last state)."""
-    runner, state = ToolRunner(sandbox), DOMAIN.start_state(task)
-    for call in calls:
-        step = DOMAIN.step(task, state, render_call(ToolCall(call["name"], call["arguments"])), runner)
-        assert not step.observation.startswith("error"), (task["task_id"], call, step.observation)
-        state = step.state
-        if step.done:
-            break
-    diff = DOMAIN.final_response(task, state)
-    return VERIFY(task, diff, DOMAIN.run(sandbox, task, diff)), state, step
-
-
 def test_the_suite_covers_every_kind_and_its_tasks_are_valid():
     drawn = tasks(40)
     assert {t["kind"] for t in drawn} == set(KINDS)
@@ -39,7 +24,7 @@ def test_the_suite_covers_every_kind_and_its_tasks_are_valid():
     assert len(distinct) >= 36 and all(t["split"] == "train" for t in drawn)
 
 
-def test_golden_trajectories_solve_and_doing_nothing_does_not(repo_sandbox):
+def test_golden_trajectories_solve_and_doing_nothing_does_not(repo_sandbox, play):
     sandbox = repo_sandbox
     for task in tasks(14, seed=3):
         verdict, state, last = play(task, sandbox, task["golden"])
@@ -57,7 +42,7 @@ def test_the_reference_patch_as_a_one_step_answer_solves(sandbox):
 
 
 @pytest.mark.parametrize("index", [0, 1])
-def test_a_golden_fix_with_its_test_edited_earns_nothing(sandbox, index):
+def test_a_golden_fix_with_its_test_edited_earns_nothing(sandbox, index, play):
     task = tasks(2, seed=9)[index]
     test_path = task["visible_tests"][0]
     text = task["repo"]["files"][test_path]

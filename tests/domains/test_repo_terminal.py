@@ -9,8 +9,6 @@ import pytest
 
 from flywheel.domains.registry import get_domain
 from flywheel.domains.repo_terminal import KINDS
-from flywheel.domains.tool_runner import ToolRunner
-from flywheel.domains.tools import ToolCall, render_call
 from flywheel.verifiers import get_verifier
 
 DOMAIN = get_domain("repo_terminal")
@@ -28,19 +26,6 @@ def of_kind(kind, count, seed=3):
     return chosen
 
 
-def play(task, sandbox, calls):
-    """Replay `calls` as the episode's actions; (the final answer's verdict, the last state, step)."""
-    runner, state = ToolRunner(sandbox), DOMAIN.start_state(task)
-    for call in calls:
-        step = DOMAIN.step(task, state, render_call(ToolCall(call["name"], call["arguments"])), runner)
-        assert not step.observation.startswith("error"), (task["task_id"], call, step.observation)
-        state = step.state
-        if step.done:
-            break
-    diff = DOMAIN.final_response(task, state)
-    return VERIFY(task, diff, DOMAIN.run(sandbox, task, diff)), state, step
-
-
 def test_the_suite_draws_every_kind_distinct_valid_tasks():
     drawn = tasks(200)
     assert {t["kind"] for t in drawn} == set(KINDS)
@@ -53,7 +38,7 @@ def test_the_suite_draws_every_kind_distinct_valid_tasks():
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_golden_trajectories_solve_and_doing_nothing_does_not(repo_sandbox, kind):
+def test_golden_trajectories_solve_and_doing_nothing_does_not(repo_sandbox, kind, play):
     sandbox = repo_sandbox  # local, and docker where it runs
     for task in of_kind(kind, 3):
         verdict, state, last = play(task, sandbox, task["golden"])
@@ -64,7 +49,7 @@ def test_golden_trajectories_solve_and_doing_nothing_does_not(repo_sandbox, kind
         assert nothing.reward == 0.0 and nothing.components["hidden_pass_rate"] == 0.0, task["task_id"]
 
 
-def test_a_hand_written_output_file_earns_nothing(sandbox):
+def test_a_hand_written_output_file_earns_nothing(sandbox, play):
     for task in of_kind("transform_files", 2, seed=5):
         output = next(c["arguments"]["command"].split("cat ")[-1] for c in task["golden"]
                       if c["name"] == "run_shell")
@@ -76,7 +61,7 @@ def test_a_hand_written_output_file_earns_nothing(sandbox):
 
 
 @pytest.mark.slow  # a real pip build, twice
-def test_install_wheel_by_an_offline_pip_install_solves(sandbox):
+def test_install_wheel_by_an_offline_pip_install_solves(sandbox, play):
     for task in of_kind("install_wheel", 2, seed=7):
         pkg = task["package"]
         target = next(c["arguments"]["path"] for c in task["golden"] if c["name"] == "write_file").split("/")[0]
