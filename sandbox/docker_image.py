@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 
 from flywheel.sandbox.contract import SandboxError
 
@@ -51,13 +52,18 @@ def _add_path(tar: tarfile.TarFile, path: str, seen: set) -> None:
         tar.add(real, arcname=real.lstrip("/"), recursive=False)
 
 
-def rootfs_tar(python: str = "/usr/bin/python3") -> bytes:
-    """The image's root filesystem as an uncompressed tar."""
+def _interpreter(python: str) -> tuple[str, list[str]]:
+    """(sys.executable, its standard library's dirs) of the interpreter `python`."""
     info = json.loads(subprocess.run(
         [python, "-I", "-c", "import json, sys, sysconfig; print(json.dumps([sys.executable, "
          "sysconfig.get_paths()['stdlib'], sysconfig.get_paths()['platstdlib']]))"],
         capture_output=True, text=True, check=True).stdout)
-    executable, stdlib_dirs = info[0], sorted(set(info[1:]))
+    return info[0], sorted(set(info[1:]))
+
+
+def rootfs_tar(python: str = "/usr/bin/python3") -> bytes:
+    """The image's root filesystem as an uncompressed tar."""
+    executable, stdlib_dirs = _interpreter(python)
     tools = [shutil.which(t, path="/usr/bin:/bin") for t in ("sh", "cp")]
     files, elves = [], [os.path.realpath(executable), *map(os.path.realpath, tools)]
     for top in [*stdlib_dirs, "/usr/share/zoneinfo"]:
@@ -93,8 +99,7 @@ def build_image(client, python: str = "/usr/bin/python3", tag: str = IMAGE) -> s
     """`docker import` the rootfs as `tag` on `client`'s daemon; returns the image id."""
     repository, _, version = tag.partition(":")
     try:
-        executable = subprocess.run([python, "-I", "-c", "import sys; print(sys.executable)"],
-                                    capture_output=True, text=True, check=True).stdout.strip()
+        executable, _ = _interpreter(python)
         client.api.import_image_from_data(rootfs_tar(python), repository=repository,
                                           tag=version or "latest",
                                           changes=[f"LABEL {PYTHON_LABEL}={executable}"])
@@ -114,16 +119,16 @@ def build_folder_image(client, folder: str, dest: str, tag: str, base: str = IMA
             if base != IMAGE:
                 raise
             build_image(client)
-        context = io.BytesIO()
-        with tarfile.open(fileobj=context, mode="w") as tar:
-            dockerfile = f"FROM {base}\nCOPY folder {dest}\n".encode()
-            entry = tarfile.TarInfo("Dockerfile")
-            entry.size, entry.mode = len(dockerfile), 0o644
-            tar.addfile(entry, io.BytesIO(dockerfile))
-            tar.add(folder, arcname="folder", filter=_readable)
-        context.seek(0)
-        image, _ = client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True,
-                                       pull=False, network_mode="none")
+        with tempfile.TemporaryFile() as context:  # on disk: an environment may be large
+            with tarfile.open(fileobj=context, mode="w") as tar:
+                dockerfile = f"FROM {base}\nCOPY folder {dest}\n".encode()
+                entry = tarfile.TarInfo("Dockerfile")
+                entry.size, entry.mode = len(dockerfile), 0o644
+                tar.addfile(entry, io.BytesIO(dockerfile))
+                tar.add(folder, arcname="folder", filter=_readable)
+            context.seek(0)
+            image, _ = client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True,
+                                           pull=False, network_mode="none")
         return image.id
     except SandboxError:
         raise
