@@ -60,8 +60,9 @@ def pytest_wheel(folder: Path) -> str:
     blobs = {arc: path.read_bytes() for arc, path in pytest_files().items()}
     blobs[f"{info}/METADATA"] = b"Metadata-Version: 2.1\nName: pytestbundle\nVersion: 1.0\n"
     blobs[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    record = [f"{arc},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
-              for arc, data in blobs.items()]
+    def digest(data: bytes) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record = [f"{arc},sha256={digest(data)},{len(data)}" for arc, data in blobs.items()]
     blobs[f"{info}/RECORD"] = ("\n".join(record + [f"{info}/RECORD,,"]) + "\n").encode()
     with zipfile.ZipFile(folder / "pytestbundle-1.0-py3-none-any.whl", "w") as z:
         for arc, data in blobs.items():
