@@ -133,8 +133,9 @@ class Domain:
 
     def program(self, task: dict[str, Any], response: str, **report) -> dict[str, Any]:
         """What the sandbox runs for `response`: {"files": {path: text}, "command": [...]},
-        optionally "stdin", "limits" (a dict of `Limits` fields for this task) and "mounts"
-        ([host dir, sandbox path] pairs, read-only: a task's environment). A domain with a
+        optionally "stdin", "limits" (a dict of `Limits` fields for this task), "mounts"
+        ([host dir, sandbox path] pairs, read-only: a task's environment) and "image" (the
+        docker image to run in; None: the backend's default). A domain with a
         `report_marker` takes `marker=`: what its harness starts its report line with."""
         raise NotImplementedError(f"domain {self.name} does not execute code")
 
@@ -154,7 +155,8 @@ class Domain:
         limits = Limits(**{**self.sandbox.limits(), **(spec.get("limits") or {})})
         return ExecRequest(files=spec["files"], command=tuple(spec["command"]),
                            stdin=spec.get("stdin", ""), limits=limits,
-                           mounts=tuple(tuple(m) for m in spec.get("mounts") or ()))
+                           mounts=tuple(tuple(m) for m in spec.get("mounts") or ()),
+                           image=spec.get("image"))
 
     def request(self, task: dict[str, Any], response: str, nonce: str = "") -> ExecRequest:
         """The sandbox request for `response`: the domain's `program`; its harness signs its

@@ -15,7 +15,10 @@ Task fields (the native form; domains/repo_suite.py generates them, users write 
   in every call's sandbox; repo_environments.py; pytest checks need one holding pytest),
   `test_patch` (a unified diff adding the pytest checks' files, applied after the answer; its
   files are protected too), `protected` (globs of test files the change may not touch; default PROTECTED),
-  `reference_patch` (a unified diff that solves it; the `answer`), `golden` (tool calls that solve it).
+  `reference_patch` (a unified diff that solves it; the `answer`), `golden` (tool calls that solve it),
+  `image` (on the docker backend, the image every call runs in: `flywheel-env/NAME` from `flywheel
+  env build NAME ... --image`, or one the user pulled or `docker load`ed, e.g. a SWE-bench image;
+  the local backend ignores it and needs the environment folder).
 
 The episode's state is the change from the snapshot ({"changes": {path: text or None}, "log": [...]},
 and "outside": the paths a shell command wrote outside the repository, which flag the episode),
@@ -44,6 +47,7 @@ from flywheel.domains.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_SHELL, RUN_
 from flywheel.domains.task_paths import inside_folder
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.domains.unified_diff import make_diff
+from flywheel.sandbox.contract import check_image
 
 _HERE = Path(__file__).resolve().parent
 HARNESS = (_HERE / "harnesses" / "repo.py").read_text()
@@ -155,6 +159,7 @@ class RepoDomain(EpisodeDomain):
     log_bytes = 3000
     required_fields = ("task_id", "prompt", "repo", "hidden_tests")
     environment: str | None = None  # every task's environment, unless a task names its own
+    image: str | None = None        # every task's docker image, unless a task names its own
 
     def task_count(self) -> int | None:
         return 0
@@ -185,6 +190,11 @@ class RepoDomain(EpisodeDomain):
             problems.append("field `hidden_tests` must list at least one check")
         if self.environment_of(task) is not None:
             problems += filter(None, [environment_problem(self.environment_of(task))])
+        if task.get("image") or self.image:
+            try:
+                check_image(task.get("image") or self.image)
+            except ValueError as e:
+                problems.append(f"field `image`: {e}")
         if not isinstance(task.get("test_patch", ""), str):
             problems.append("field `test_patch` must be a unified diff (text)")
         for path in task.get("visible_tests") or []:
@@ -202,7 +212,7 @@ class RepoDomain(EpisodeDomain):
     def _request(self, task: dict, changes: dict[str, str | None], plan: dict, mode: str) -> dict:
         """The harness's request: an inline snapshot travels whole with the changes laid over
         it (`tree`); a stored one is mounted read-only as a base (repo_base.py) and only the
-        changes travel."""
+        changes travel. The task's environment is mounted, its image (or the domain's) named."""
         name = self.environment_of(task)
         mounts = [[environment_dir(name), ENV_MOUNT]] if name else []
         if "snapshot" in task["repo"]:
@@ -213,7 +223,8 @@ class RepoDomain(EpisodeDomain):
             plan = {**plan, "tree": tree(task, changes)}
         return {"files": {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF},
                 "command": ["python", "harness.py", mode], "stdin": json.dumps(plan),
-                "limits": self.sandbox.limits(), "mounts": mounts}
+                "limits": self.sandbox.limits(), "mounts": mounts,
+                "image": task.get("image") or self.image}
 
     def tool_program(self, task: dict, state: dict, call: ToolCall,
                      marker: str = REPORT_MARKER) -> dict | None:

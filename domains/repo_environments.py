@@ -3,11 +3,17 @@ prepared once on the host and mounted read-only into every sandbox run of a task
 
     flywheel env build swe-py311 --requirements reqs.txt --wheelhouse wheels/   # offline
     {"task_id": ..., "environment": "swe-py311", ...}                            # a task row
+    flywheel env build swe-py311 --requirements reqs.txt --wheelhouse wheels/ --image
+    {"task_id": ..., "image": "flywheel-env/swe-py311", ...}                     # docker, no mount
 
 An environment is a folder `<root>/<NAME>` of packages installed with `pip install --target`
 (pure-Python packages serve the sandbox's interpreter whatever the host's Python is). The root
 is $FLYWHEEL_ENVIRONMENTS, else ~/.cache/flywheel/environments. In the sandbox it sits at
 ENV_MOUNT, first on the sys.path of the harness's children and on shell commands' PYTHONPATH.
+
+With `--image` the folder is also baked into a local Docker image, `flywheel-env/NAME:latest`:
+the sandbox image (flywheel-sandbox) with the folder at ENV_MOUNT, built offline (no registry,
+nothing pulled). A task naming that `image` runs there on the docker backend with no mount.
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ import subprocess
 import sys
 
 ENV_MOUNT = "/opt/flywheel-env"
+IMAGE_REPOSITORY = "flywheel-env"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+# a docker repository path component: lowercase, separators only between letters and digits
+_IMAGE_NAME = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 
 
 def environments_root() -> str:
@@ -78,3 +87,35 @@ def build_environment(name: str, requirements: str, wheelhouse: str | None = Non
                 os.chmod(full, os.stat(full).st_mode | (0o555 if entry in dirs else 0o444))
     os.chmod(path, 0o755)
     return path
+
+
+def environment_image(name: str) -> str:
+    """The image `flywheel env build NAME --image` makes: flywheel-env/NAME:latest. ValueError
+    for a name docker cannot take as a repository (uppercase, a leading or doubled separator)."""
+    environment_dir(name)
+    if not _IMAGE_NAME.fullmatch(name):
+        raise ValueError(f"environment name {name!r} cannot name a docker image: use lowercase "
+                         f"letters and digits, separated by single '.', '_' or '-'")
+    return f"{IMAGE_REPOSITORY}/{name}:latest"
+
+
+def build_environment_image(name: str, docker_host: str | None = None) -> str:
+    """Build environment `name`'s image (its folder over the sandbox image, which is built first
+    when missing) on the daemon at `docker_host` (default $DOCKER_HOST, else the local socket);
+    its tag. RuntimeError saying why when docker cannot."""
+    from flywheel.sandbox.contract import SandboxError
+    from flywheel.sandbox.docker_image import build_folder_image
+    tag, path = environment_image(name), environment_dir(name)
+    if not os.path.isdir(path):
+        raise RuntimeError(f"no environment {name!r} at {path}")
+    try:
+        import docker
+    except ImportError:
+        raise RuntimeError("building an image needs the Docker SDK: pip install 'flywheel[docker]'") from None
+    url = docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        client = docker.DockerClient(base_url=url, version="auto", timeout=600)
+        build_folder_image(client, path, ENV_MOUNT, tag)
+    except (SandboxError, docker.errors.DockerException) as e:
+        raise RuntimeError(f"cannot build image {tag} on {url}: {e}") from None
+    return tag

@@ -276,7 +276,10 @@ def _swebench(row: dict, folder: str) -> dict:
             "regression_tests": _node_ids(row, "PASS_TO_PASS")}
     if row.get("repo"):
         task["github_repo"] = row["repo"]
-    # `environment`: the name of the packages its pytest checks run with (`flywheel env build`)
+    # `environment`: the name of the packages its pytest checks run with (`flywheel env build`);
+    # `image` (or `image_name`, as SWE-bench's harness names it): the docker image they run in
+    if row.get("image") or row.get("image_name"):
+        task["image"] = row.get("image") or row["image_name"]
     return {**task, **{k: row[k] for k in (*SWEBENCH_FIELDS, "split", "environment") if k in row}}
 
 

@@ -18,6 +18,7 @@ import abc
 import dataclasses
 import inspect
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -53,7 +54,14 @@ class ExecRequest:
 
     The token "python" as the command's first word means the sandbox's own Python interpreter,
     started in isolated mode (`-I`): the work dir is not on `sys.path`, so a file the code wrote
-    (say `unittest.py`) cannot shadow the standard library of a test harness run after it.
+    (say `unittest.py`) cannot shadow the standard library of a test harness run after it. The
+    interpreter's own site-packages stay on it (`-I` drops only the user's site and PYTHON*
+    variables), so packages installed in an image serve the code.
+
+    `image` names the container image a docker-like backend runs the request in (None: the
+    backend's default image); it must be present on the daemon, which never pulls it. The
+    `local` backend ignores it (there the task's environment folder supplies the packages);
+    `remote` and `unsafe-subprocess` refuse a request with one.
     """
 
     files: Mapping[str, str]      # relative path -> text
@@ -63,6 +71,7 @@ class ExecRequest:
     # (host directory, path in the sandbox) pairs, read-only: a prepared environment (packages
     # installed with `pip install --target`) at /opt/NAME. A backend that cannot mount refuses.
     mounts: tuple[tuple[str, str], ...] = ()
+    image: str | None = None
 
     def __post_init__(self):
         # Checked here, not in a backend, so a bad request fails where it is built (an `input`
@@ -76,6 +85,8 @@ class ExecRequest:
             if "\0" in path or any("\ud800" <= c <= "\udfff" for c in path):
                 raise ValueError(f"file path {path!r} cannot be a file name (NUL or a lone surrogate)")
         object.__setattr__(self, "mounts", tuple(check_mount(m) for m in self.mounts))
+        if self.image is not None:
+            check_image(self.image)
 
 
 MOUNT_ROOT = PurePosixPath("/opt")
@@ -103,6 +114,29 @@ def refuse_mounts(request: "ExecRequest", backend: str) -> None:
     if request.mounts:
         raise SandboxError(f"mounts are not supported by the {backend!r} sandbox backend; "
                            f"use the local or docker backend for tasks with an environment")
+
+
+# A docker reference as `docker run` takes it: [REGISTRY[:PORT]/]PATH[:TAG][@DIGEST]. Only its
+# shape is checked here (the daemon judges the rest): no spaces, no option-like leading '-'.
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
+IMAGE_MAX = 400
+
+
+def check_image(image) -> str:
+    """`image` when it has the shape of a docker image reference, else ValueError."""
+    if not isinstance(image, str) or len(image) > IMAGE_MAX or not _IMAGE.fullmatch(image):
+        raise ValueError(f"image {str(image)[:80]!r} is not a docker image reference (letters, "
+                         f"digits and . _ - / : @, starting with a letter or digit, at most "
+                         f"{IMAGE_MAX} characters)")
+    return image
+
+
+def refuse_image(request: "ExecRequest", backend: str) -> None:
+    """SandboxError (an environment error) when `request` names an image `backend` cannot run."""
+    if request.image is not None:
+        raise SandboxError(f"images are not supported by the {backend!r} sandbox backend "
+                           f"(request image {request.image!r}); use the docker backend for tasks "
+                           f"that name an image")
 
 
 def encode_text(text: str) -> bytes:

@@ -9,7 +9,8 @@ touches a protected file (`edited_tests`), checks cut short by an exit (`exited_
 that solves only what the visible tests show (`special_cased`), a forged or killed harness.
 
 Pytest checks ({"id", "pytest": NODEID}) need pytest in the sandbox: the task's environment
-(domains/repo_environments.py). A task whose environment has none, or whose `test_patch` does not
+(domains/repo_environments.py) or its docker image (which only the sandbox can look into: the
+harness then reports `pytest_missing`). A task whose environment has none, or whose `test_patch` does not
 apply, cannot be scored: the verifier raises ValueError, and the Verify stage records an
 environment error (it raises the same for a blank response, so the blame falls on the task).
 """
@@ -67,18 +68,20 @@ def test_patch_problem(task: dict) -> str | None:
 
 
 def unscorable(task: dict) -> str | None:
-    """Why `task`'s pytest checks cannot run whatever the response: no environment, or one on this
-    machine without pytest; None when they can (or it has none)."""
+    """Why `task`'s pytest checks cannot run whatever the response: no environment nor image, or
+    an environment on this machine without pytest; None when they can (or it has none). An image
+    is taken on trust here: the harness says so when its Python cannot import pytest."""
     if not any("pytest" in c for c in [*task["hidden_tests"], *(task.get("regression_tests") or [])]):
         return None
-    name = task.get("environment")
-    if name is None:
+    name, image = task.get("environment"), task.get("image")
+    if name is None or image is None:
         try:
-            name = getattr(get_domain(task.get("domain") or "repo"), "environment", None)
+            domain = get_domain(task.get("domain") or "repo")
+            name, image = name or getattr(domain, "environment", None), image or getattr(domain, "image", None)
         except KeyError:
             pass
     if name is None:
-        return "the task names no `environment`"
+        return None if image else "the task names no `environment` (nor an `image` holding pytest)"
     if has_pytest(name) is False:
         return f"its environment {name!r} lacks it"
     return None

@@ -21,8 +21,10 @@ stat changed. unified_diff.py sits beside this file. Modes:
   protected files (conftest.py, pytest.ini, ...) close the easy doors, not that one;
 - `checks` / `runtests`: the children (the checks' evaluator; the visible tests' runner).
 
-A task's environment (packages, pytest among them) is mounted read-only at ENV; the children put
-it first on sys.path, shell commands get it on PYTHONPATH.
+A task's environment (packages, pytest among them) is mounted read-only at ENV, or built into the
+task's docker image there; the children put it first on sys.path, shell commands get it on
+PYTHONPATH. Packages in the interpreter's own site-packages (an image's) are found too: every
+child runs with -I, which drops the work dir and the user's site, never the site-packages.
 
 The parent makes itself non-dumpable before anything of the repository runs, reads its plan
 (with the report marker's nonce) from stdin first, and prints one report line, the marker then

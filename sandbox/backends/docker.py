@@ -13,6 +13,13 @@ and prints the command's CPU time from wait4 on stderr behind a marker, which is
 the container's own accounting is gone once it has stopped. Being pid 1 and not dumpable, the
 entry is the one process of the run besides the code that holds its stdin and stdout, and no
 process of the run can reopen them through /proc/1/fd (docker-init and a shell could be).
+
+A request may name its own image (`ExecRequest.image`, e.g. `flywheel-env/NAME` from `flywheel
+env build NAME --image`, or a SWE-bench image loaded with `docker load`); everything above holds
+for it too. It must be on the daemon already (never pulled: runs have no network). Its Python
+is the image's label `flywheel.python`, else the first of PYTHONS it holds; found once per image
+id. The entry runs in it with `-I -S`; the command's "python" with `-I -B`, which keeps the
+interpreter's own site-packages (pytest installed in the image, say) and never the work dir.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from flywheel.sandbox.contract import (
     ExecRequest, ExecResult, SandboxBackend, SandboxError, cpu_seconds, decode_output, encode_text,
     register_backend, resolve_command)
 from flywheel.sandbox.bwrap import ENV, SANDBOX_UID, WORKDIR
-from flywheel.sandbox.docker_image import IMAGE
+from flywheel.sandbox.docker_image import IMAGE, PYTHON_LABEL
 from flywheel.sandbox.exit_status import exit_code, kill_reason
 from flywheel.sandbox.seccomp import docker_profile
 
@@ -57,14 +64,17 @@ os._exit(code if code >= 0 else 128 - code)
 '''
 _CPU_MS = re.compile(r"\d+(\.\d+)?")
 SECCOMP_PROFILE = docker_profile()
+PYTHONS = ("/usr/local/bin/python3", "/usr/bin/python3")  # an unlabelled image's, in this order
+_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
 
 
 @register_backend("docker")
 class DockerBackend(SandboxBackend):
-    """Fresh-container runs; thread-safe (one SDK client per thread)."""
+    """Fresh-container runs; thread-safe (one SDK client per thread). `image` is the default
+    image (a request may name another), `python` its interpreter (None: found as for any)."""
 
     def __init__(self, image: str = IMAGE, runtime: str | None = None, base_url: str | None = None,
-                 python: str = "/usr/bin/python3"):
+                 python: str | None = None):
         try:
             import docker
         except ImportError as e:
@@ -73,6 +83,8 @@ class DockerBackend(SandboxBackend):
         self._docker, self.image, self.runtime, self._python = docker, image, runtime, python
         self._url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
         self._local = threading.local()
+        self._pythons: dict[str, str] = {}  # image id -> its interpreter
+        self._pythons_lock = threading.Lock()
         try:
             self._client().ping()
             self._client().images.get(image)
@@ -80,6 +92,7 @@ class DockerBackend(SandboxBackend):
             raise SandboxError(f"no image {image}: run `flywheel sandbox build-image`") from e
         except docker.errors.DockerException as e:
             raise SandboxError(f"no Docker daemon at {self._url}: {e}") from e
+        self._image(image)  # the default image's interpreter, found now: a bad one fails at open
         self._tasks = tempfile.mkdtemp(prefix="flywheel-docker-")
         os.chmod(self._tasks, 0o711)  # the container's uid must traverse it, not list it
         self._empty = os.path.join(self._tasks, "empty")  # over /etc/resolv.conf (the host's DNS)
@@ -92,6 +105,69 @@ class DockerBackend(SandboxBackend):
             self._local.client = self._docker.DockerClient(base_url=self._url, version="auto",
                                                            timeout=120)
         return self._local.client
+
+    def _image(self, name: str) -> tuple[str, str]:
+        """(image id, its Python) of image `name` on the daemon; SandboxError when it is not
+        there (never pulled), holds no Python we can find, or declares a VOLUME."""
+        errors = self._docker.errors
+        try:
+            image = self._client().images.get(name)
+        except errors.ImageNotFound:
+            raise SandboxError(
+                f"no image {name!r} on the Docker daemon at {self._url} (the docker backend never "
+                f"pulls): `docker pull {name}` or `docker load -i FILE` it first, or build an "
+                f"environment's image with `flywheel env build NAME --requirements FILE --image`"
+            ) from None
+        except errors.DockerException as e:
+            raise SandboxError(f"docker cannot inspect image {name!r}: {e}") from e
+        volumes = (image.attrs.get("Config") or {}).get("Volumes") or {}
+        if volumes:  # docker would give each run a writable, unsized volume there
+            raise SandboxError(f"image {name!r} declares VOLUME {', '.join(sorted(volumes))}: the "
+                               f"sandbox's root must stay read-only; use an image without volumes")
+        if name == self.image and self._python is not None:
+            return image.id, self._python
+        python = self._pythons.get(image.id)
+        if python is None:
+            with self._pythons_lock:  # a probe creates a container: once per image id, not per thread
+                if image.id not in self._pythons:
+                    self._pythons[image.id] = self._find_python(name, image)
+                python = self._pythons[image.id]
+        return image.id, python
+
+    def _find_python(self, name: str, image) -> str:
+        """The label's interpreter, else the first of PYTHONS in the image's filesystem (read
+        from a created, never started, container: nothing of the image runs to answer)."""
+        labelled = (image.labels or {}).get(PYTHON_LABEL)
+        if labelled:
+            if not _PATH.fullmatch(labelled):
+                raise SandboxError(f"image {name!r}: label {PYTHON_LABEL}={labelled!r} is not an "
+                                   f"absolute path")
+            return labelled
+        errors = self._docker.errors
+        try:
+            probe = self._client().containers.create(image.id, ["/flywheel-probe"], network_mode="none",
+                                                     log_config=self._docker.types.LogConfig(type="none"))
+        except errors.DockerException as e:
+            raise SandboxError(f"docker cannot inspect image {name!r}: {e}") from e
+        try:
+            for path in PYTHONS:
+                try:
+                    stream, _ = probe.get_archive(path)
+                    for _ in stream:  # read to the end: the connection goes back to the pool
+                        pass
+                    return path
+                except errors.NotFound:
+                    continue
+        except errors.DockerException as e:
+            raise SandboxError(f"docker cannot inspect image {name!r}: {e}") from e
+        finally:
+            try:
+                probe.remove(force=True, v=True)
+            except errors.DockerException:
+                pass
+        raise SandboxError(f"image {name!r} has no Python at {' or '.join(PYTHONS)}: label it "
+                           f"{PYTHON_LABEL}=PATH (e.g. `LABEL {PYTHON_LABEL}=/opt/venv/bin/python` "
+                           f"in a Dockerfile FROM it)")
 
     def _stage(self, request: ExecRequest) -> str:
         """A host dir holding files/, readable (not writable) by the container's uid. Never the
@@ -113,7 +189,8 @@ class DockerBackend(SandboxBackend):
         return task
 
     def run(self, request: ExecRequest) -> ExecResult:
-        command = resolve_command(request.command, self._python)
+        image, python = self._image(request.image or self.image)
+        command = resolve_command(request.command, python)
         limits, types = request.limits, self._docker.types
         cpu = cpu_seconds(limits)
         # runsc (2022 release) fails to start with a pids cgroup limit; gVisor enforces RLIMIT_NPROC
@@ -125,7 +202,8 @@ class DockerBackend(SandboxBackend):
         start = time.monotonic()
         try:
             container = client.containers.create(
-                self.image, [self._python, "-I", "-S", "-c", ENTRY, *command], user=f"{SANDBOX_UID}:{SANDBOX_UID}", stdin_open=True,
+                image, command, entrypoint=[python, "-I", "-S", "-c", ENTRY],  # never the image's
+                user=f"{SANDBOX_UID}:{SANDBOX_UID}", stdin_open=True,
                 working_dir=WORKDIR, environment=ENV, hostname="sandbox", network_mode="none",
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
                 read_only=True, ipc_mode="none",  # private IPC, no /dev/shm

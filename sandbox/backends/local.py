@@ -8,6 +8,8 @@ files are written into the fresh tmpfs by bwrap itself from memfds: nothing touc
 Python runs (`python FILE`, `-c`, `-m`) go to a warm pool of long-lived sandboxed interpreters
 (../pool.py) when `warm=True` and the pool starts on this machine; everything else runs cold,
 as does every request with `mounts` (each bound read-only where the request says).
+A request's `image` is ignored: runs see the host's interpreter, and a task's environment folder
+(a mount) is what supplies its packages here.
 """
 
 from __future__ import annotations

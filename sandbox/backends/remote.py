@@ -26,7 +26,7 @@ import time
 from urllib.parse import urlsplit
 
 from flywheel.sandbox.contract import (ExecRequest, ExecResult, SandboxBackend, SandboxError,
-                                       refuse_mounts, register_backend)
+                                       refuse_image, refuse_mounts, register_backend)
 from flywheel.sandbox.service_token import read_token
 from flywheel.sandbox.wire import dump_request, load_result
 
@@ -91,6 +91,7 @@ class RemoteBackend(SandboxBackend):
 
     def run(self, request: ExecRequest) -> ExecResult:
         refuse_mounts(request, self.name)  # a host dir of this machine means nothing to a service
+        refuse_image(request, self.name)  # the service runs its own backend's image
         body, failures = dump_request(request), []
         start = next(self._next)
         timeout_s = request.limits.timeout_s + self.timeout_s

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import PurePosixPath
 
-from flywheel.sandbox.contract import encode_text, refuse_mounts, register_backend
+from flywheel.sandbox.contract import encode_text, refuse_image, refuse_mounts, register_backend
 from flywheel.sandbox.supervise import SANDBOX_PATH, SubprocessBackend, limited, result, supervise
 
 
@@ -20,6 +20,7 @@ class UnsafeSubprocessBackend(SubprocessBackend):
 
     def _run_leased(self, command, uid, request):
         refuse_mounts(request, self.name)  # no mount namespace: /opt is the host's
+        refuse_image(request, self.name)  # the host's own files, never an image's
         logging.getLogger(__name__).warning(
             "sandbox backend 'unsafe-subprocess' isolates nothing (host files, network and "
             "processes are reachable): for debugging only, never for model-generated code")
