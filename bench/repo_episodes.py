@@ -3,6 +3,7 @@
     python bench/repo_episodes.py [--part cost|speed|contexts|all] [--tasks 8] [--episodes 16]
                                   [--turns 32] [--budget 12000] [--seed 0]
     python bench/repo_episodes.py --part model [--model smollm2] [--tasks 4] [--turns 8]
+                                  [--context anchored] [--model-budget 0] [--model-context 2048]
 
 Every episode replays a script through the `scripted` policy or the domain's step directly: the
 task's golden trajectory (search, read, edit, run the tests, submit) after exploring calls
@@ -217,17 +218,19 @@ def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> No
     console.print(table)
 
 
-def model(n: int, turns: int, seed: int, name: str, context: str, console: Console) -> None:
+def model(n: int, turns: int, seed: int, name: str, context: str, console: Console,
+          budget: int = 0, model_context: int = 2048) -> None:
     """A real model on repository episodes through the Beam rollout: well-formed calls, solved."""
     from apache_beam.options.pipeline_options import PipelineOptions
     from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
     from flywheel.pipelines.layout import RunLayout
     from flywheel.pipelines.rollout import IterationSpec, run_rollout
     run_dir = tempfile.mkdtemp(prefix="bench-repo-model-")
-    config = RunConfig(seed=seed, policy=PolicySpec("hf", model=name),
+    config = RunConfig(seed=seed, policy=PolicySpec("hf", model=name, options=(f"context={model_context}",)),
                        rollout=RolloutSettings(domains=(DOMAIN_NAME,), tasks_per_domain=n,
                                                heldout_per_domain=0, n_samples=2, max_turns=turns,
-                                               context=context, observation_chars=1500))
+                                               context=context, observation_chars=1500,
+                                               episode_tokens=budget))
     start = time.perf_counter()
     run_rollout(config, IterationSpec("bench", 0, 0, None), RunLayout(run_dir),
                 PipelineOptions(["--runner=DirectRunner"]))
@@ -248,7 +251,12 @@ def model(n: int, turns: int, seed: int, name: str, context: str, console: Conso
                   f"<tool_call>, {len(formed)} of them well-formed (name and schema) {tools}; the "
                   f"rest plain text, read as apply_patch; {len(ran)} ran without an error; solved "
                   f"{sum(r['reward_raw'] == 1.0 for r in rows)}/{len(rows)}; tokens per episode "
-                  f"{statistics.mean(tokens):,.0f}; ends {sorted(r['episode_end'] for r in rows)}")
+                  f"{statistics.mean(tokens):,.0f}; ends {sorted(r['episode_end'] for r in rows)}; "
+                  f"segments per episode {statistics.mean(1 + len(r['segments'] or []) for r in rows):.2f}")
+    for r in rows:
+        for s in r["segments"] or []:
+            if s.get("summary") is not None:
+                console.print(f"  summary ({len(s['summary'])} chars): {s['summary'][:300]!r}")
     for t in calls[:3]:
         console.print(f"  action: {(t['action'] or '')[:160]!r}\n    -> {(t['observation'] or '')[:160]!r}")
 
@@ -274,6 +282,10 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2", help="hf policy model (model)")
     parser.add_argument("--context", default="anchored", help="context strategy (model)")
     parser.add_argument("--budget", type=int, default=12_000, help="tokens per context (contexts)")
+    parser.add_argument("--model-budget", type=int, default=0,
+                        help="tokens per context (model; 0: the model's own context)")
+    parser.add_argument("--model-context", type=int, default=2048,
+                        help="the hf policy's context option (model)")
     parser.add_argument("--tasks", type=int, default=8, help="episodes timed call by call (cost)")
     parser.add_argument("--episodes", type=int, default=16, help="episodes per way (speed)")
     parser.add_argument("--turns", type=int, default=32)
@@ -287,7 +299,8 @@ def main() -> None:
     if args.part in ("contexts", "all"):
         contexts(args.episodes, args.turns, args.seed, args.budget, console)
     if args.part == "model":  # minutes on CPU: not part of `all`
-        model(args.tasks, args.turns, args.seed, args.model, args.context, console)
+        model(args.tasks, args.turns, args.seed, args.model, args.context, console, args.model_budget,
+              args.model_context)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ Task fields (the native form; domains/repo_suite.py generates them, users write 
   `reference_patch` (a unified diff that solves it; the `answer`), `golden` (tool calls that solve it),
   `image` (on the docker backend, the image every call runs in: `flywheel-env/NAME` from `flywheel
   env build NAME ... --image`, or one the user pulled or `docker load`ed, e.g. a SWE-bench image;
-  the local backend ignores it and needs the environment folder).
+  the local backend ignores it and needs the environment folder), `limits` (the sandbox limits
+  of every call, over the domain's: {"timeout_s", "memory_mb", "disk_mb", "processes"}; a real
+  repository's test suite needs more than the built-in suite's 10 s).
 
 The episode's state is the change from the snapshot ({"changes": {path: text or None}, "log": [...]},
 and "outside": the paths a shell command wrote outside the repository, which flag the episode),
@@ -67,6 +69,24 @@ def snapshot_files(task: dict[str, Any]) -> dict[str, str]:
     if "snapshot" in repo:
         return SnapshotStore(repo["store"]).get(repo["snapshot"])
     return repo["files"]
+
+
+# A task's own `limits`: the keys it may set, each with its bounds (the trusted side stays bounded).
+TASK_LIMITS = {"timeout_s": (1.0, 3600.0), "memory_mb": (128, 65536), "disk_mb": (16, 65536),
+               "processes": (8, 4096)}
+
+
+def limits_problem(limits: Any) -> str | None:
+    """Why a task's `limits` field is unusable, or None."""
+    if not isinstance(limits, dict):
+        return "field `limits` must be an object of sandbox limits"
+    for key, value in limits.items():
+        if key not in TASK_LIMITS:
+            return f"field `limits`: unknown key {key!r} (known: {', '.join(TASK_LIMITS)})"
+        low, high = TASK_LIMITS[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            return f"field `limits.{key}` must be a number from {low} to {high}, got {value!r}"
+    return None
 
 
 def store_snapshot(repo: str | dict, folder: str | None) -> dict[str, Any]:
@@ -197,6 +217,8 @@ class RepoDomain(EpisodeDomain):
                 problems.append(f"field `image`: {e}")
         if not isinstance(task.get("test_patch", ""), str):
             problems.append("field `test_patch` must be a unified diff (text)")
+        if task.get("limits") is not None:
+            problems += filter(None, [limits_problem(task["limits"])])
         for path in task.get("visible_tests") or []:
             if path not in files:
                 problems.append(f"field `visible_tests`: {path!r} is not in the snapshot")
@@ -209,7 +231,18 @@ class RepoDomain(EpisodeDomain):
         """The name of the environment `task`'s calls run with, or None."""
         return task.get("environment") or self.environment
 
-    def _request(self, task: dict, changes: dict[str, str | None], plan: dict, mode: str) -> dict:
+    def limits_of(self, task: dict) -> dict[str, Any]:
+        """Every call's sandbox limits: the domain's, a work dir with room for the snapshot twice
+        over (the harness copies it there), then the task's own `limits`."""
+        chars = sum(map(len, snapshot_files(task).values()))
+        limits = {**self.sandbox.limits(), "disk_mb": max(64, 64 + 2 * (chars >> 20))}
+        own = task.get("limits")
+        if isinstance(own, dict) and limits_problem(own) is None:
+            limits.update(own)
+        return limits
+
+    def _request(self, task: dict, changes: dict[str, str | None], plan: dict, mode: str,
+                 limits: dict) -> dict:
         """The harness's request: an inline snapshot travels whole with the changes laid over
         it (`tree`); a stored one is mounted read-only as a base (repo_base.py) and only the
         changes travel. The task's environment is mounted, its image (or the domain's) named."""
@@ -223,15 +256,16 @@ class RepoDomain(EpisodeDomain):
             plan = {**plan, "tree": tree(task, changes)}
         return {"files": {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF},
                 "command": ["python", "harness.py", mode], "stdin": json.dumps(plan),
-                "limits": self.sandbox.limits(), "mounts": mounts,
+                "limits": limits, "mounts": mounts,
                 "image": task.get("image") or self.image}
 
     def tool_program(self, task: dict, state: dict, call: ToolCall,
                      marker: str = REPORT_MARKER) -> dict | None:
+        limits = self.limits_of(task)
         plan = {"marker": marker, "call": {"name": call.name, "arguments": call.arguments},
                 "visible_tests": task.get("visible_tests") or [],
-                "budget_s": self.sandbox.timeout_s - 2.0, "log_bytes": self.log_bytes}
-        return self._request(task, state.get("changes") or {}, plan, "tool")
+                "budget_s": limits["timeout_s"] - 2.0, "log_bytes": self.log_bytes}
+        return self._request(task, state.get("changes") or {}, plan, "tool", limits)
 
     def observe(self, task: dict, state: dict, call: ToolCall, result) -> Step:
         log = list(state.get("log") or []) + [call_summary(call)]
@@ -271,14 +305,15 @@ class RepoDomain(EpisodeDomain):
         return make_diff(snapshot_files(task), state.get("changes") or {})
 
     def program(self, task: dict, response: str, marker: str = REPORT_MARKER) -> dict:
+        limits = self.limits_of(task)
         checks = ([{**c, "group": "hidden"} for c in task["hidden_tests"]]
                   + [{**c, "group": "regression"} for c in task.get("regression_tests") or []])
         plan = {"marker": marker, "patch": response, "checks": checks,
                 "test_patch": task.get("test_patch") or "",
                 "protected": task.get("protected") or list(PROTECTED),
                 "visible_tests": task.get("visible_tests") or [],
-                "budget_s": self.sandbox.timeout_s - 1.5}
-        return self._request(task, {}, plan, "score")
+                "budget_s": limits["timeout_s"] - 1.5}
+        return self._request(task, {}, plan, "score", limits)
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return task.get("answer") or ""

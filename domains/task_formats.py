@@ -277,10 +277,11 @@ def _swebench(row: dict, folder: str) -> dict:
     if row.get("repo"):
         task["github_repo"] = row["repo"]
     # `environment`: the name of the packages its pytest checks run with (`flywheel env build`);
-    # `image` (or `image_name`, as SWE-bench's harness names it): the docker image they run in
+    # `image` (or `image_name`, as SWE-bench's harness names it): the docker image they run in;
+    # `limits`: its calls' sandbox limits (a real repository's tests take longer than 10 s)
     if row.get("image") or row.get("image_name"):
         task["image"] = row.get("image") or row["image_name"]
-    return {**task, **{k: row[k] for k in (*SWEBENCH_FIELDS, "split", "environment") if k in row}}
+    return {**task, **{k: row[k] for k in (*SWEBENCH_FIELDS, "split", "environment", "limits") if k in row}}
 
 
 # -- recognition -------------------------------------------------------------------------------
