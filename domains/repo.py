@@ -54,6 +54,7 @@ from flywheel.sandbox.contract import check_image
 _HERE = Path(__file__).resolve().parent
 HARNESS = (_HERE / "harnesses" / "repo.py").read_text()
 UNIFIED_DIFF = (_HERE / "unified_diff.py").read_text()
+REPO_CHECKS = (_HERE / "harnesses" / "repo_checks.py").read_text()
 REPORT_MARKER = "FLYWHEEL-REPO "
 PROTECTED = ("tests/*", "test_*.py", "*_test.py", "conftest.py", "sitecustomize.py",
              "usercustomize.py", "*.pth", "pytest.ini", "tox.ini", "setup.cfg")
@@ -170,8 +171,8 @@ class RepoDomain(EpisodeDomain):
     verifier = "repo_tests"
     description = "your own repository tasks (--tasks FILE: prompt, repo, visible/hidden/regression tests)"
     report_marker = REPORT_MARKER
-    sandbox = SandboxNeeds(language="python", files=("harness.py", "unified_diff.py"),
-                           timeout_s=10.0, memory_mb=1024)
+    sandbox = SandboxNeeds(language="python", timeout_s=10.0, memory_mb=1024,
+                           files=("harness.py", "unified_diff.py", "repo_checks.py"))
     tools = REPO_TOOLS
     plain_tool = APPLY_PATCH.name  # a response without a tool call is a diff: a one-step episode
     max_turns = 30
@@ -254,7 +255,8 @@ class RepoDomain(EpisodeDomain):
             plan = {**plan, "base": BASE_MOUNT, "changes": changes}
         else:
             plan = {**plan, "tree": tree(task, changes)}
-        return {"files": {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF},
+        return {"files": {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF,
+                          "repo_checks.py": REPO_CHECKS},
                 "command": ["python", "harness.py", mode], "stdin": json.dumps(plan),
                 "limits": limits, "mounts": mounts,
                 "image": task.get("image") or self.image}
