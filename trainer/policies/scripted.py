@@ -22,9 +22,8 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from flywheel.trainer.policies import POLICIES
-from flywheel.trainer.policies.standin import LOGPROB, _Bias
-from flywheel.trainer.policies.tiny import tokens
-from flywheel.trainer.policy import PolicyDefaults, Sample
+from flywheel.trainer.policies.standin import ModelFree
+from flywheel.trainer.policy import Sample
 
 
 def read_script(path: str) -> dict[str, list[str]]:
@@ -56,17 +55,12 @@ def text_of(ids: Sequence[int]) -> str:
 
 
 @POLICIES.register("scripted")
-class ScriptedPolicy(PolicyDefaults):
-    pretrained = True  # nothing to warm-start
+class ScriptedPolicy(ModelFree):
     context = 1 << 20
-    pad_id = tokens.PAD
-    eos_ids = (tokens.EOS,)
-    encode_prompt = staticmethod(tokens.encode_prompt)
-    encode_response = staticmethod(tokens.encode_response)
-    decode = staticmethod(tokens.decode)
 
     def __init__(self, script: str, default: str = ""):
-        self.path, self.default, self.module = script, default, _Bias()
+        super().__init__()
+        self.path, self.default = script, default
         self.script = read_script(script)
         self._by_head = {}
         for prompt in self.script:
@@ -86,10 +80,7 @@ class ScriptedPolicy(PolicyDefaults):
 
     @classmethod
     def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> ScriptedPolicy:
-        policy = cls(saved["script"], saved.get("default", ""))
-        with torch.no_grad():
-            policy.module.bias.fill_(saved["bias"])
-        return policy
+        return cls(saved["script"], saved.get("default", "")).with_bias(saved)
 
     def action(self, context: str) -> str:
         """The scripted action for an episode whose context (prompt, then turns) is `context`."""
@@ -106,14 +97,4 @@ class ScriptedPolicy(PolicyDefaults):
 
     def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
                seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
-        samples = []
-        for prompt in prompts:
-            ids = tokens.encode_response(self.action(text_of(prompt)))[:max_new_tokens]
-            samples.append(Sample(ids, [LOGPROB] * len(ids),
-                                  "stop" if ids and ids[-1] == tokens.EOS else "length"))
-        return samples
-
-    def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
-                       temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
-        bias = self.module.bias
-        return torch.full(input_ids[:, 1:].shape, LOGPROB, device=input_ids.device) + (bias - bias.detach())
+        return self.answers([self.action(text_of(prompt)) for prompt in prompts], max_new_tokens)

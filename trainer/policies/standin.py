@@ -31,20 +31,53 @@ class _Bias(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(1))
 
 
-@POLICIES.register("standin")
-class StandinPolicy(PolicyDefaults):
+class ModelFree(PolicyDefaults):
+    """What the backends without a model (standin, scripted) share: byte-level ids as the `tiny`
+    backend's, a constant log-probability (LOGPROB) per token, and one trainable parameter that
+    leaves every value unchanged but takes gradients, so a train step runs and changes it."""
+
     pretrained = True  # nothing to warm-start
-    context = 1 << 16
     pad_id = tokens.PAD
     eos_ids = (tokens.EOS,)
     encode_prompt = staticmethod(tokens.encode_prompt)
     encode_response = staticmethod(tokens.encode_response)
     decode = staticmethod(tokens.decode)
 
+    def __init__(self):
+        self.module = _Bias()
+
+    @staticmethod
+    def answers(texts: Sequence[str], max_new_tokens: int) -> list[Sample]:
+        """Each text as a sample: its ids (cut to max_new_tokens), LOGPROB each."""
+        samples = []
+        for text in texts:
+            ids = tokens.encode_response(text)[:max_new_tokens]
+            samples.append(Sample(ids, [LOGPROB] * len(ids),
+                                  "stop" if ids and ids[-1] == tokens.EOS else "length"))
+        return samples
+
+    def with_bias(self, saved: Mapping):
+        """This policy with the trained parameter a checkpoint saved."""
+        with torch.no_grad():
+            self.module.bias.fill_(saved["bias"])
+        return self
+
+    def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
+                       temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
+        """(B, T) -> (B, T-1) of LOGPROB, with a gradient of 1 to the bias."""
+        bias = self.module.bias
+        return torch.full(input_ids[:, 1:].shape, LOGPROB, device=input_ids.device) + (bias - bias.detach())
+
+
+@POLICIES.register("standin")
+class StandinPolicy(ModelFree):
+    context = 1 << 16
+
     def __init__(self, mode: str = "digits", response: str = "0"):
         if mode not in MODES:
             raise ValueError(f"standin policy: mode {mode!r} is not one of {MODES}")
-        self.mode, self.response, self.module = mode, str(response), _Bias()
+        super().__init__()
+        self.mode, self.response = mode, str(response)
 
     @classmethod
     def create(cls, options: Mapping[str, object], seed: int,
@@ -59,23 +92,9 @@ class StandinPolicy(PolicyDefaults):
 
     @classmethod
     def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> StandinPolicy:
-        policy = cls(saved["mode"], saved["response"])
-        with torch.no_grad():
-            policy.module.bias.fill_(saved["bias"])
-        return policy
+        return cls(saved["mode"], saved["response"]).with_bias(saved)
 
     def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
                seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
-        samples = []
-        for seed in seeds:
-            text = self.response if self.mode == "fixed" else str(random.Random(seed).randrange(1000))
-            ids = tokens.encode_response(text)[:max_new_tokens]
-            samples.append(Sample(ids, [LOGPROB] * len(ids),
-                                  "stop" if ids and ids[-1] == tokens.EOS else "length"))
-        return samples
-
-    def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
-                       temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
-        """(B, T) -> (B, T-1) of LOGPROB, with a gradient of 1 to the bias."""
-        bias = self.module.bias
-        return torch.full(input_ids[:, 1:].shape, LOGPROB, device=input_ids.device) + (bias - bias.detach())
+        return self.answers([self.response if self.mode == "fixed"
+                             else str(random.Random(seed).randrange(1000)) for seed in seeds], max_new_tokens)
