@@ -7,10 +7,10 @@ Rows are checked the way the pipeline reads them (`prepare_task`), plus duplicat
 Rows without a `domain` are read in the published format their fields show (HumanEval, MBPP,
 GSM8K, MATH, Spider-like SQL; domains/task_formats.py), and the report says which format each
 file was read in (each line's, for a file that mixes them); `--domain` overrides the format's
-domain. Repository tasks are also run in the local sandbox (unless `--no-run`): the snapshot as it
-is must fail every hidden check and pass every regression check, and the `reference_patch`, when
-given, must pass them all; each check that does not is a problem. Exit status 1 when anything is
-wrong.
+domain. Repository tasks are also run in the sandbox (`--sandbox`: local, or docker for tasks that
+name their image; `--no-run` skips it): the snapshot as it is must fail every hidden check and
+pass every regression check, and the `reference_patch`, when given, must pass them all; each
+check that does not is a problem. Exit status 1 when anything is wrong.
 """
 
 from __future__ import annotations
@@ -103,7 +103,9 @@ def repo_problems(task: dict[str, Any], sandbox) -> list[str]:
         if report is None:
             problems.append(f"{label}: the harness gave no report: {problem}"[:400])
         elif report.get("pytest_missing"):
-            return problems + ["pytest checks cannot run: the task's environment has no pytest"]
+            hint = (f" (it names docker image {task['image']!r}: validate it with --sandbox docker)"
+                    if task.get("image") and sandbox.name != "docker" else "")
+            return problems + [f"pytest checks cannot run: the task's environment has no pytest{hint}"]
         elif report.get("test_patch_error") or not report.get("applied"):
             problems.append(f"{label}: {report.get('test_patch_error') or report.get('error')}"[:400])
         else:
@@ -118,8 +120,8 @@ def repo_problems(task: dict[str, Any], sandbox) -> list[str]:
     return problems
 
 
-def check_repo_tasks(tasks: list[dict[str, Any]], progress) -> list[str]:
-    """Every repository task of `tasks` run in the local sandbox (repo_problems), as
+def check_repo_tasks(tasks: list[dict[str, Any]], progress, backend: str = "local") -> list[str]:
+    """Every repository task of `tasks` run in sandbox `backend` (repo_problems), as
     "source: task ID: problem" strings; `progress(line)` hears of each task first."""
     from flywheel.domains.repo import RepoDomain
     from flywheel.sandbox import SandboxError, get_backend
@@ -127,7 +129,7 @@ def check_repo_tasks(tasks: list[dict[str, Any]], progress) -> list[str]:
     if not repo:
         return []
     try:
-        sandbox = get_backend("local", warm=False)
+        sandbox = get_backend(backend, **({"warm": False} if backend == "local" else {}))
     except SandboxError as e:
         return [f"repository tasks cannot be run here (--no-run skips it): {e}"]
     problems = []
@@ -170,6 +172,9 @@ def add_parser(sub) -> None:
     validate.add_argument("--format", choices=("text", "json"), default="text")
     validate.add_argument("--no-run", action="store_true",
                           help="check the fields only: do not run repository tasks in the sandbox")
+    validate.add_argument("--sandbox", choices=("local", "docker"), default="local",
+                          help="where repository tasks run (docker: in the image a task names; "
+                               "DOCKER_HOST says which daemon)")
 
 
 def run(args, console) -> int:
@@ -178,7 +183,7 @@ def run(args, console) -> int:
     if not args.no_run:
         quiet = args.format == "json"
         problems += check_repo_tasks(tasks, lambda line: quiet or console.print(
-            line, markup=False, highlight=False))
+            line, markup=False, highlight=False), args.sandbox)
     if args.format == "json":
         print(json.dumps({"tasks": len(tasks), "problems": problems,
                           "formats": {path: {str(n): f for n, f in lines.items()}

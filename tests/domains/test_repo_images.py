@@ -171,6 +171,20 @@ def test_without_pytest_in_the_image_the_task_cannot_be_scored(docker_sandbox, c
         get_verifier(domain.verifier)(domain.normalize_task(calc_row(environment=None)), "", None)
 
 
+def test_tasks_validate_runs_an_image_task_in_its_image(docker_sandbox, docker_daemon, calc_row,
+                                                          tmp_path, monkeypatch, capsys):
+    """`flywheel tasks validate --sandbox docker` runs the task in the image it names (snapshot
+    fails the hidden check, the reference passes all); on local, where images are ignored, the
+    report says to validate it on docker."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(calc_row(environment=None, image=ENV_IMAGE)) + "\n")
+    monkeypatch.setenv("DOCKER_HOST", docker_daemon.url)
+    assert cli_main.main(["tasks", "validate", str(tasks), "--sandbox", "docker"]) == 0
+    assert "1 valid tasks, 0 problems" in capsys.readouterr().out
+    assert cli_main.main(["tasks", "validate", str(tasks)]) == 1
+    assert f"names docker image '{ENV_IMAGE}': validate it with --sandbox docker" in capsys.readouterr().out
+
+
 def test_the_domains_default_image_and_bad_names(calc_row):
     domain = type(get_domain("repo"))()
     domain.image = "acme/tests:1"
