@@ -80,28 +80,9 @@ class Rollout(beam.PTransform):
         heldout = heldout_tasks | "ExpandHeldout" >> Expand(
             **ids, seed=config.seed, n_samples=1, temperature=0.0, mode="heldout")
 
-        policy = dict(checkpoint_uri=spec.checkpoint_uri, backend=config.policy.backend,
-                      options=config.policy.parsed_options(), init_seed=config.seed,
-                      max_batch_size=r.max_batch_size)
-        handler = PolicyModelHandler(**policy)
+        handler = PolicyModelHandler(**policy_args(config, spec.checkpoint_uri))
         attempts = (train, heldout) | "AllAttempts" >> beam.Flatten()
-        sandbox = dict(backend=r.sandbox, options=parse_options(r.sandbox_options))
-        limits = TurnLimits.from_settings(r.max_turns, r.domain_max_turns)
-        stages, turn_errors = turn_stages(r.domains, limits), ()
-        if stages > 1:  # multi-turn domains unroll their episodes; the others sample once
-            single, multi = attempts | "ByTurns" >> beam.Partition(
-                lambda a, n, m=limits: int(is_multi_turn(a, m)), 2)
-            episodes = multi | "Episodes" >> Episodes(
-                handler, stages, limits, **sandbox,
-                token_budget=r.episode_tokens, observation_chars=r.observation_chars,
-                context=r.context, keep_turns=r.keep_turns)
-            generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
-                         | "AllGenerated" >> beam.Flatten())
-            turn_errors = (episodes[ERRORS_TAG],)
-        else:
-            generated = attempts | "Generate" >> Generate(handler)
-        executed = generated | "Execute" >> Execute(**sandbox)
-        verified = executed["attempts"] | "Verify" >> Verify()
+        verified, generate_errors = sample_and_score(attempts, config, handler)
         train_scored, heldout_scored = verified.attempts | "ByMode" >> beam.Partition(
             lambda a, n: int(a.mode == "heldout"), 2)
 
@@ -110,7 +91,7 @@ class Rollout(beam.PTransform):
                         | "FilterTrajectories" >> FilterTrajectories(r.filter_truncated))
         train_metrics = trajectories | "TrainMetrics" >> ComputeMetrics(train_values, **ids)
         heldout_metrics = heldout_scored | "HeldoutMetrics" >> ComputeMetrics(heldout_values, **ids)
-        errors = ((read[ERRORS_TAG], *turn_errors, executed[ERRORS_TAG], verified[ERRORS_TAG])
+        errors = ((read[ERRORS_TAG], *generate_errors)
                   | "AllErrors" >> beam.Flatten()
                   | "StampErrors" >> beam.Map(
                       lambda e: {**e, "run_id": spec.run_id, "iteration": spec.iteration}))
@@ -123,6 +104,38 @@ class Rollout(beam.PTransform):
                         | "WriteMetrics" >> WriteTable(root, "metrics", shards)),
             "errors": errors | "WriteErrors" >> WriteTable(root, "errors", shards),
         }
+
+
+def policy_args(config: RunConfig, checkpoint_uri: str | None) -> dict:
+    """The PolicyModelHandler's arguments: the checkpoint's weights, or a fresh policy of the
+    run's backend and options (an iteration before any checkpoint, an untrained model)."""
+    return dict(checkpoint_uri=checkpoint_uri, backend=config.policy.backend,
+                options=config.policy.parsed_options(), init_seed=config.seed,
+                max_batch_size=config.rollout.max_batch_size)
+
+
+def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler):
+    """Generate (or unroll the episodes of) `attempts`, execute and verify them: (the Verify
+    output, whose `attempts` are scored, and the errors of every stage)."""
+    r = config.rollout
+    sandbox = dict(backend=r.sandbox, options=parse_options(r.sandbox_options))
+    limits = TurnLimits.from_settings(r.max_turns, r.domain_max_turns)
+    stages, turn_errors = turn_stages(r.domains, limits), ()
+    if stages > 1:  # multi-turn domains unroll their episodes; the others sample once
+        single, multi = attempts | "ByTurns" >> beam.Partition(
+            lambda a, n, m=limits: int(is_multi_turn(a, m)), 2)
+        episodes = multi | "Episodes" >> Episodes(
+            handler, stages, limits, **sandbox,
+            token_budget=r.episode_tokens, observation_chars=r.observation_chars,
+            context=r.context, keep_turns=r.keep_turns)
+        generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
+                     | "AllGenerated" >> beam.Flatten())
+        turn_errors = (episodes[ERRORS_TAG],)
+    else:
+        generated = attempts | "Generate" >> Generate(handler)
+    executed = generated | "Execute" >> Execute(**sandbox)
+    verified = executed["attempts"] | "Verify" >> Verify()
+    return verified, (*turn_errors, executed[ERRORS_TAG], verified[ERRORS_TAG])
 
 
 def run_rollout(config: RunConfig, spec: IterationSpec, layout: RunLayout,

@@ -40,8 +40,8 @@ def write_parquet(path: str, table: str, rows: list[dict]) -> str:
 
 
 class _WritePartition(beam.DoFn):
-    def __init__(self, root: str, table: str):
-        self.root, self.table = root, table
+    def __init__(self, root: str, table: str, prefix: str = "part"):
+        self.root, self.table, self.prefix = root, table, prefix
 
     def setup(self):
         anonymous_for_emulator()
@@ -49,18 +49,19 @@ class _WritePartition(beam.DoFn):
     def process(self, keyed):
         (directory, shard), rows = keyed
         rows = list(rows)
-        path = FileSystems.join(directory, f"part-{shard:05d}.parquet")
+        path = FileSystems.join(directory, f"{self.prefix}-{shard:05d}.parquet")
         write_parquet(path, self.table, rows)
         count(f"rows_{self.table}", len(rows))
         yield path
 
 
 class WriteTable(beam.PTransform):
-    """Rows of one table in, the paths of the written files out."""
+    """Rows of one table in, the paths of the written files out. Files are named PREFIX-SHARD:
+    a writer of its own prefix (one evaluation among several) rewrites only its own files."""
 
-    def __init__(self, root: str, table: str, num_shards: int = 1):
+    def __init__(self, root: str, table: str, num_shards: int = 1, prefix: str = "part"):
         super().__init__()
-        self.root, self.table, self.num_shards = root, table, num_shards
+        self.root, self.table, self.num_shards, self.prefix = root, table, num_shards, prefix
 
     def _key(self, row):
         shard = zlib.crc32(str(row.get("task_id")).encode()) % self.num_shards
@@ -70,4 +71,4 @@ class WriteTable(beam.PTransform):
         return (rows
                 | "Key" >> beam.Map(self._key)
                 | "Group" >> beam.GroupByKey()
-                | "Write" >> beam.ParDo(_WritePartition(self.root, self.table)))
+                | "Write" >> beam.ParDo(_WritePartition(self.root, self.table, self.prefix)))
