@@ -1,4 +1,5 @@
-"""The `flywheel` command line: run, sql, report, status, export, domains, tasks, env, verify, sandbox.
+"""The `flywheel` command line: run, eval, sql, report, status, export, domains, tasks, env, verify,
+sandbox.
 
     flywheel run --run-dir runs/demo --iterations 6 --seed 0      # the embedded default
     flywheel run --config run.toml                                # settings from a file
@@ -6,6 +7,7 @@
     flywheel sql "SELECT domain, avg(reward_raw) FROM trajectories GROUP BY 1" --run-dir runs/demo
     flywheel report --run-dir runs/demo --html report.html
     flywheel export --run-dir runs/demo --iteration 3 merged/      # a Hugging Face model folder
+    flywheel eval --run-dir runs/demo --n 16 --k 1,4,16           # pass@k, maj@N, best-of-N
 
 `flywheel run` takes its settings as `FlywheelOptions` (pipelines/options.py) beside any standard
 Beam pipeline option (--runner, --direct_running_mode, --direct_num_workers, ...).
@@ -187,6 +189,8 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=help_formatter)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help=RUN_HELP, add_help=False)  # parsed by run_parser()
+    sub.add_parser("eval", help="evaluate a model or a run's checkpoint: pass@k, maj@N, best-of-N",
+                   add_help=False)  # parsed by cli/eval.py
     sql = sub.add_parser("sql", help="run DuckDB SQL over a run's tables")
     sql.add_argument("query")
     sql.add_argument("--run-dir", required=True)
@@ -216,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(argv: list[str]) -> int:
     if argv[:1] == ["run"]:
         return cmd_run(argv[1:], console_for())
+    if argv[:1] == ["eval"]:
+        from flywheel.cli import eval as eval_cli
+        if "-h" in argv or "--help" in argv:
+            eval_cli.eval_parser().print_help()
+            return 0
+        fmt = argv[argv.index("--format") + 1] if "--format" in argv[:-1] else "table"
+        return eval_cli.run(argv[1:], console_for(stderr=fmt == "json"))
     args, rest = parser().parse_known_args(argv)
     # machine-readable output goes to stdout alone; messages then go to stderr
     console = console_for(stderr=args.command == "verify"

@@ -55,6 +55,14 @@ class RunProgress:
         elif name == "rollout_begin":
             self.progress.update(self.task, description=f"iteration {data['iteration']}: rollout")
             self._note(f"iteration {data['iteration']}: rollout begins")
+        elif name == "eval_begin":
+            self.progress.update(self.task, description=f"iteration {data['iteration']}: evaluation")
+            self._note(f"iteration {data['iteration']}: evaluation begins")
+        elif name == "eval_end":
+            every = [s for s in data["summaries"] if s["domain"] == "all"]
+            shown = " ".join(f"{k} {v:.3f}" for k, v in (every[0] if every else {}).items()
+                             if (k.startswith("pass@") or k.startswith("greedy")) and v is not None)
+            self._print(f"  evaluation of policy {data['iteration']}: {shown}")
         elif name == "train_begin":
             self.progress.update(self.task, description=f"iteration {data['iteration']}: train")
             self._note(f"iteration {data['iteration']}: train begins")

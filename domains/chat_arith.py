@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 
 from flywheel.domains.domain import Domain
+from flywheel.domains.math_text import math_key
 from flywheel.domains.registry import register_domain
 
 NAMES = ["Maya", "Omar", "Lena", "Kofi", "Ines", "Ravi", "Tess", "Jun", "Noor", "Ben"]
@@ -79,3 +80,7 @@ class ChatArithmetic(Domain):
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return task["answer"]
+
+    def answer_key(self, task: dict, response: str) -> str | None:
+        """The final number, read and rendered as for the math domains ("41", "41.0", "\\boxed{41}")."""
+        return math_key(task, response)

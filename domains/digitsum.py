@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from flywheel.domains.domain import Domain
+from flywheel.domains.domain import Domain, short_key
 from flywheel.domains.registry import register_domain
 
 
@@ -30,3 +30,9 @@ class DigitSum(Domain):
         for _ in range(total):  # drop units into random non-full slots: a uniform-ish composition
             digits[rng.choice([i for i in range(n) if digits[i] < 9])] += 1
         return "".join(map(str, digits))
+
+    def answer_key(self, task: dict, response: str) -> str | None:
+        """The digits, as `digit_sum` reads them (leading zeros count: "0813" is four digits);
+        None for anything but ASCII digits. Many answers are right, so votes split among them."""
+        text = response.strip()
+        return short_key(text) if text.isascii() and text.isdigit() else None

@@ -22,6 +22,24 @@ from flywheel.sandbox import ExecRequest, ExecResult, Limits
 SPLITS = ("train", "heldout")
 SUBMITTED = "submitted"
 OUTPUT_CHARS = 2000  # a single-turn attempt's observation: the tail of its output
+KEY_CHARS = 200      # an answer key's length at most (`short_key`)
+
+
+def short_key(text: str) -> str | None:
+    """`text` as an answer key: itself when short and valid UTF-8; else its start (lone surrogates
+    replaced) and a hash of all of it, so long answers still vote apart; None for empty text."""
+    if not text:
+        return None
+    raw = text.encode("utf-8", "surrogatepass")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:  # lone surrogates: a table cannot store them
+        pass
+    else:
+        if len(text) <= KEY_CHARS:
+            return text
+    start = text[:KEY_CHARS - 24].encode("utf-8", "replace").decode("utf-8")
+    return f"{start}...#{hashlib.sha256(raw).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)
@@ -122,6 +140,16 @@ class Domain:
         return {"name": self.name, "tier": self.tier, "verifier": self.verifier, "tasks": tasks,
                 "sandbox": self.sandbox.language if self.sandbox else None,
                 "tools": [t.name for t in self.tools], "description": self.description}
+
+    def answer_key(self, task: dict[str, Any], response: str) -> str | None:
+        """The response's final answer in a canonical form, for majority voting (maj@N): two
+        responses with the same key give the same answer. None where answers cannot be compared
+        (code, free text) or the response has no readable answer. By default None.
+
+        A domain that overrides it reads the answer with its verifier's own reading (never a
+        second parser that could disagree), stays total and linear on hostile text, and returns
+        `short_key(...)`-sized strings."""
+        return None
 
     def sample_task(self, rng: random.Random) -> dict[str, Any]:
         """Draw one task's `prompt` and `answer` from `rng`."""

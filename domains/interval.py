@@ -28,3 +28,8 @@ class Interval(Domain):
     def demonstration(self, task: dict, rng: random.Random) -> str:
         low, high = map(int, task["answer"].split())
         return str(rng.randint(low, high))
+
+    def answer_key(self, task: dict, response: str) -> str | None:
+        """The whole number, as `in_range` reads it ("007" -> "7"); None where it reads none."""
+        text = response.strip()
+        return str(int(text)) if text.isascii() and text.isdigit() and len(text) <= 12 else None

@@ -2,6 +2,7 @@
 
 Each generator draws a small problem and its exact answer; the response may give the answer in
 \\boxed{}, after "Answer:", or as its last number, in any equivalent form (3/4, 0.75, \\frac{3}{4}).
+How an answer is read, for the verifier and for majority voting alike, is domains/math_text.py.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import random
 from fractions import Fraction
 
 from flywheel.domains.domain import Domain
+from flywheel.domains.math_text import math_key
 from flywheel.domains.registry import register_domain
 
 INSTRUCTION = " Put the final answer in \\boxed{}."
-
 
 class MathDomain(Domain):
     verifier = "math_answer"
@@ -21,6 +22,9 @@ class MathDomain(Domain):
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return f"The answer is \\boxed{{{task['answer']}}}."
+
+    def answer_key(self, task: dict, response: str) -> str | None:
+        return math_key(task, response)
 
 
 def _frac(q: Fraction) -> str:

@@ -8,15 +8,23 @@ printed value is the target.
 from __future__ import annotations
 
 import ast
+import operator
 import random
 
-from flywheel.domains.domain import Domain, SandboxNeeds
+from flywheel.domains.domain import Domain, SandboxNeeds, short_key
 from flywheel.domains.registry import register_domain
 from flywheel.domains.untrusted_text import parse_python
 
 
 _OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+           ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.BitAnd: operator.and_,
+           ast.MatMult: operator.matmul}
+_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg, ast.Invert: operator.invert, ast.Not: operator.not_}
+MAX_BITS = 20_000  # an integer past this prints over 4,300 digits, which Python refuses to print
 
 
 def expression_source(response: str) -> str:
@@ -38,6 +46,35 @@ def arithmetic_shape(response: str) -> tuple[bool, bool]:
                      for n in nodes)
     has_operator = any(isinstance(n, ast.BinOp) and isinstance(n.op, _OPERATORS) for n in nodes)
     return arithmetic, has_operator
+
+
+def _value(node: ast.AST):
+    """Python's own value of an arithmetic tree (depth <= MAX_DEPTH), refusing integers that would
+    outgrow MAX_BITS before computing them: the sandbox's program would fail to print those."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp):
+        return _UNARY[type(node.op)](_value(node.operand))
+    left, right = _value(node.left), _value(node.right)
+    if isinstance(left, int) and isinstance(right, int):  # bool too: (not 0) << 10**9
+        bits = {ast.Pow: left.bit_length() * max(right, 0), ast.Mult: left.bit_length() + right.bit_length(),
+                ast.LShift: left.bit_length() + max(right, 0)}.get(type(node.op), 0)
+        if bits > MAX_BITS:
+            raise OverflowError("integer too large to print")
+    return _BINARY[type(node.op)](left, right)
+
+
+def printed_value(response: str) -> str | None:
+    """What the domain's program prints for `response` (the repr of its value), computed here
+    without running it; None where `python_output` fails its shape (not arithmetic, or no binary
+    operator) or the program would fail (division by zero, overflow, a value too long to print)."""
+    arithmetic, has_operator = arithmetic_shape(response)
+    if not (arithmetic and has_operator):
+        return None
+    try:
+        return repr(_value(parse_python(expression_source(response), mode="eval").body))
+    except (ArithmeticError, ValueError, TypeError):
+        return None
 
 
 @register_domain
@@ -66,6 +103,10 @@ class PythonExpression(Domain):
         divisors = [d for d in range(1, 10) if n % d == 0]
         d = rng.choice(divisors)
         return f"{n // d}*{d}"
+
+    def answer_key(self, task: dict, response: str) -> str | None:
+        """The value the expression prints ("3*4+2" and "10+4" -> "14"), as `python_output` reads it."""
+        return short_key(printed_value(response) or "")
 
     def program(self, task: dict, response: str) -> dict:
         # The response is untrusted code: it runs only inside the sandbox.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import string
 
-from flywheel.domains.domain import Domain
+from flywheel.domains.domain import Domain, short_key
 from flywheel.domains.registry import register_domain
 
 
@@ -22,3 +22,7 @@ class Reverse(Domain):
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return task["answer"]
+
+    def answer_key(self, task: dict, response: str) -> str | None:
+        """The response stripped, as `exact_match` compares it (case and inner spaces count)."""
+        return short_key(response.strip())

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import re
 from functools import lru_cache
 
-from flywheel.domains.domain import Domain
+from flywheel.domains.domain import Domain, short_key
 from flywheel.domains.registry import register_domain
 
 RG_SIZE, RG_SEED = 2000, 20250101
+MAX_ANSWER = 10_000  # characters of an answer a scorer sees
+_OPEN, _CLOSE = re.compile("<answer>", re.I), re.compile("</answer>", re.I)
 INSTRUCTION = "\n\nGive your final answer inside <answer></answer> tags."
 DATASETS = (
     "ab acre advanced_geometry aiw arc_1d arc_agi base_conversion basic_arithmetic bf "
@@ -35,6 +38,23 @@ DATASETS = (
     "time_intervals tower_of_hanoi tsumego word_ladder word_sequence_reversal word_sorting "
     "zebra_puzzles").split()
 """All of `reasoning_gym.factory.DATASETS` except `composite` (it needs a config of others)."""
+
+
+def tagged_answers(response: str) -> list[str]:
+    """Every <answer>...</answer> of the response, stripped, in order: what
+    re.findall("<answer>(.*?)</answer>", re.S | re.I) finds, in one pass (that pattern rescans the
+    rest of the text from every unclosed <answer>)."""
+    found, pos = [], 0
+    while (start := _OPEN.search(response, pos)) and (end := _CLOSE.search(response, start.end())):
+        found.append(response[start.end():end.start()].strip())
+        pos = end.end()
+    return found
+
+
+def final_answer(response: str) -> tuple[str, list[str]]:
+    """(the answer a scorer sees: the last tagged one, else the whole response; every tagged one)."""
+    tagged = tagged_answers(response)
+    return (tagged[-1] if tagged else response.strip())[:MAX_ANSWER], tagged
 
 
 @lru_cache(maxsize=None)
@@ -59,6 +79,15 @@ class ReasoningGymDomain(Domain):
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return f"<answer>{task['answer']}</answer>"
+
+    def answer_key(self, task: dict, response: str) -> str | None:
+        """The answer the scorer sees, whitespace-normalized ("[1, 2]" and " [1,  2] " alike, not
+        "[1,2]"); None for none, or for several different tagged answers (hedging, which the
+        verifier fails). Scorers that forgive more (case, order) still split their votes."""
+        answer, tagged = final_answer(response)
+        if len(set(tagged)) > 1:
+            return None
+        return short_key(" ".join(answer.split()))
 
 
 if importlib.util.find_spec("reasoning_gym") is not None:

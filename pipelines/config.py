@@ -70,6 +70,28 @@ class PolicySpec:
 
 
 @dataclass(frozen=True)
+class EvalSettings:
+    """`flywheel eval` inside a run (--eval-every): every `every` iterations (0: never) and after
+    the last, the policy of that iteration is evaluated on the held-out tasks (at most `tasks`
+    per domain): `n` samples at the run's temperature plus one greedy, pass@k for each of `ks`."""
+    every: int = 0
+    n: int = 8
+    ks: str = "1,4,8"                     # comma-separated
+    tasks: int = 50                       # held-out tasks per domain evaluated (<= heldout_per_domain)
+    self_verify: bool = True
+
+    def k_values(self) -> list[int]:
+        """The k of `ks` (ValueError naming it when malformed), those above n left out."""
+        try:
+            ks = sorted({int(k) for k in str(self.ks).split(",") if k.strip()})
+        except ValueError:
+            raise ValueError(f"evaluation.ks {self.ks!r}: expected comma-separated integers") from None
+        if not ks or ks[0] < 1:
+            raise ValueError(f"evaluation.ks {self.ks!r}: each k must be >= 1")
+        return [k for k in ks if k <= self.n]
+
+
+@dataclass(frozen=True)
 class RunConfig:
     seed: int = 0
     iterations: int = 8
@@ -78,6 +100,7 @@ class RunConfig:
     warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
     train: TrainConfig = field(default_factory=TrainConfig)
     policy: PolicySpec = field(default_factory=PolicySpec)
+    evaluation: EvalSettings = field(default_factory=EvalSettings)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

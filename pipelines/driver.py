@@ -132,6 +132,25 @@ def _trainer_metrics(info: dict, iteration: int, stats: dict) -> list[dict]:
             for k, v in sorted(stats.items()) if isinstance(v, (int, float))]
 
 
+def evaluate_policy(config: RunConfig, layout: RunLayout, info: dict, version: int, checkpoint: str,
+                    options: PipelineOptions | None, event: Event) -> list[dict]:
+    """--eval-every: `flywheel eval` of policy version `version` (the checkpoint iteration
+    `version` samples from; the run's iteration count for the last one) on the held-out tasks,
+    into the run's evaluations and metrics tables under iteration=`version`."""
+    from flywheel.pipelines.evaluation import EvalSpec, evaluate
+    e, r = config.evaluation, config.rollout
+    tasks = min(e.tasks, r.heldout_per_domain)
+    scoped = RunConfig.from_dict({**config.to_dict(), "rollout": {**config.to_dict()["rollout"],
+                                                                  "heldout_per_domain": tasks}})
+    spec = EvalSpec(name=f"n={e.n},t={r.temperature:g}", run_id=info["run_id"], iteration=version,
+                    checkpoint_uri=checkpoint, n=e.n, temperature=r.temperature,
+                    self_verify=e.self_verify)
+    event("eval_begin", {"iteration": version})
+    summaries = evaluate(scoped, spec, layout, ks=e.k_values(), options=options)
+    event("eval_end", {"iteration": version, "summaries": summaries})
+    return summaries
+
+
 def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = frozenset(),
                    options: PipelineOptions | None = None, event: Event | None = None) -> dict:
     """Run (or resume) iterations until `config.iterations` are committed; returns run info."""
@@ -148,6 +167,8 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
         started = time.time()
         layout.delete_iteration(k)  # leftovers of a killed attempt at this iteration
         policy = initial if k == 0 else layout.checkpoint(k - 1)
+        if config.evaluation.every and k % config.evaluation.every == 0:
+            evaluate_policy(config, layout, info, k, policy, options, event)
         spec = IterationSpec(info["run_id"], k, policy_version=k, checkpoint_uri=policy)
         event("rollout_begin", {"iteration": k})
         result = run_rollout(config, spec, layout, options)
@@ -165,6 +186,9 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
                                                           "train": peak_rss_mb()}}
         layout.write_json(layout.commit_marker(k), summary)
         event("iteration_end", summary)
+    last = config.iterations
+    if config.evaluation.every and last > 0 and not layout.exists(layout.table_dir("evaluations", last)):
+        evaluate_policy(config, layout, info, last, layout.checkpoint(last - 1), options, event)
     close_worker_model()  # the in-process worker's engine (vLLM's processes) ends with the run
     event("run_end", {"run_dir": run_dir})
     return info

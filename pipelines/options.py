@@ -69,6 +69,11 @@ RUN_FLAGS = {
                          "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128; "
                          "quote a value that holds commas: system_prompt=\"Be brief, exact.\""),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
+    "--eval-every": ("evaluation.every", int, "evaluate the policy every N iterations and after the "
+                     "last (flywheel eval: pass@k, maj@N, best-of-N into the evaluations table; 0: never)"),
+    "--eval-n": ("evaluation.n", int, "samples per held-out task in those evaluations"),
+    "--eval-k": ("evaluation.ks", str, "the k of their pass@k, comma-separated, e.g. 1,4,8"),
+    "--eval-tasks": ("evaluation.tasks", int, "held-out tasks per domain they evaluate"),
     "--lr": ("train.lr", float, "RL learning rate"),
     "--loss": ("algorithm.loss", str, LOSSES.help("policy loss")),
     "--aggregation": ("algorithm.aggregation", str, AGGREGATIONS.help(
@@ -121,6 +126,7 @@ class FlywheelOptions(PipelineOptions):
         TurnLimits.from_settings(config.rollout.max_turns, config.rollout.domain_max_turns)
         POLICIES.get(config.policy.backend)
         config.algorithm.check()
+        config.evaluation.k_values()
         return config, explicit
 
 

@@ -49,6 +49,8 @@ class StageRecorder:
             self._write(stage="rollout", iteration=data["iteration"])
         elif name == "train_begin":
             self._write(stage="train", iteration=data["iteration"])
+        elif name == "eval_begin":
+            self._write(stage="evaluation", iteration=data["iteration"])
         elif name == "iteration_end":
             self._write(stage="committed", iteration=data["iteration"])
         elif name == "run_end":

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 """Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns or
 struct fields (1.1: trajectories.checkpoint_digest; 1.2: multi-turn episodes, i.e. response_mask,
 episode_end and the turn fields after duration_ms; 1.3: context segments, i.e. `segments` and
-turns' `segment`; 1.4: segments' `summary`). Older tables read the added ones as null."""
+turns' `segment`; 1.4: segments' `summary`; 1.5: the `evaluations` table). Older tables read the
+added ones as null."""
 
 TURN = pa.struct([
     ("action", pa.string()),
@@ -78,6 +79,16 @@ TRAJECTORIES = pa.schema([
     ("finished_at", pa.timestamp("us", tz="UTC")),
 ])
 
+EVALUATIONS = pa.schema([                    # `flywheel eval`: a trajectories row and how it was judged
+    *TRAJECTORIES,
+    ("evaluation", pa.string()),             # the evaluation's name (an ablation cell's settings)
+    ("greedy", pa.bool_()),                  # the task's one greedy attempt; else one of its N samples
+    ("answer_key", pa.string()),             # the final answer, canonical (maj@N); null: not comparable
+    ("visible_score", pa.float64()),         # the verifier's visible part alone (visible tests)
+    ("self_score", pa.float64()),            # the policy's own judgment: P(it says correct)
+    ("self_judgment", pa.string()),          # ... and what it said
+])
+
 ERRORS = pa.schema([
     ("schema_version", pa.string()),
     ("run_id", pa.string()),
@@ -105,10 +116,12 @@ METRICS = pa.schema([
     ("created_at", pa.timestamp("us", tz="UTC")),
 ])
 
-TABLES = {"trajectories": TRAJECTORIES, "errors": ERRORS, "metrics": METRICS}
+TABLES = {"trajectories": TRAJECTORIES, "errors": ERRORS, "metrics": METRICS,
+          "evaluations": EVALUATIONS}
 
 PARTITION_COLUMNS = {
     "trajectories": ("iteration", "domain"),
+    "evaluations": ("iteration", "domain"),
     "errors": ("iteration",),
     "metrics": ("iteration",),
 }

@@ -4,9 +4,9 @@ digit sums and ranges."""
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
+from flywheel.domains.add import parse_number  # the add domain's answer key reads the same way
 from flywheel.domains.pyexpr import arithmetic_shape
 from flywheel.verifiers.registry import Verdict, register_verifier
 
@@ -19,19 +19,6 @@ def _binary(ok: bool, **components: float) -> Verdict:
 def exact_match(task: dict, response: str, execution: Any = None) -> Verdict:
     """The response, stripped of surrounding whitespace, equals the answer."""
     return _binary(response.strip() == str(task["answer"]).strip())
-
-
-# Commas only as thousands separators: "4,2" is 4.2 in much of the world, so it is not 42.
-_NUMBER = re.compile(r"^[+-]?(\d{1,3}(,\d{3})+(\.\d*)?|\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-
-
-def parse_number(text: str) -> float | None:
-    text = text.strip()
-    if not _NUMBER.match(text):
-        return None
-    text = text.replace(",", "")
-    value = float(text)
-    return value if math.isfinite(value) else None
 
 
 @register_verifier("numeric_match", "1")

@@ -9,87 +9,11 @@ Comma-separated answers are lists (unordered unless the task says `ordered`).
 
 from __future__ import annotations
 
-import ast
-import re
-from functools import lru_cache
 from typing import Any
 
-from flywheel.domains.untrusted_text import boxed
+# How an answer is read lives with the math domains, whose answer key reads it the same way.
+from flywheel.domains.math_text import extract_answer, parse_answer, several_answers
 from flywheel.verifiers import Verdict, register_verifier
-
-_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
-_ANSWER_LINE = re.compile(r"(?:final answer|answer)\s*(?:is|:|=)\s*:?\s*(.+)|^####\s*(.+)", re.I | re.M)
-_FUNCTIONS = {"sqrt", "sin", "cos", "tan", "log", "ln", "exp", "Abs"}
-_SYMBOLS = set("abcdefghijklmnopqrstuvwxyz") | {"pi", "oo"}
-_LATEX = [(r"\\left|\\right|\\!|\\,|\\;|\$|\\displaystyle", ""), (r"\\[dt]?frac", r"\\frac"),
-          (r"\\cdot|\\times", "*"), (r"\\div", "/"), (r"\\pi", "pi"), (r"\\infty", "oo"),
-          (r"\\%|%", ""), (r"\\ln", "ln"), (r"\\log", "log"), (r"\\(sin|cos|tan|exp)", r"\1"),
-          (r"(\d),(\d{3})\b", r"\1\2"), (r"\\text\{[^}]*\}", "")]
-
-
-def extract_answer(response: str) -> tuple[str | None, str, list[str]]:
-    """(answer text or None, how it was found, every candidate of that kind)."""
-    if candidates := boxed(response):
-        return candidates[-1], "boxed", candidates
-    if lines := [a or b for a, b in _ANSWER_LINE.findall(response)]:
-        return lines[-1].strip().rstrip("."), "answer_line", lines
-    if numbers := _NUMBER.findall(response):
-        return numbers[-1], "last_number", numbers[-1:]
-    return None, "none", []
-
-
-def _latex_to_python(text: str) -> str:
-    for pattern, repl in _LATEX:
-        text = re.sub(pattern, repl, text)
-    for _ in range(5):  # nested \frac{..}{..} and \sqrt{..}, innermost first
-        text = re.sub(r"\\frac\{([^{}]*)\}\{([^{}]*)\}", r"((\1)/(\2))", text)
-        text = re.sub(r"\\sqrt\[([^\]]*)\]\{([^{}]*)\}", r"((\2)**(1/(\1)))", text)
-        text = re.sub(r"\\sqrt\{([^{}]*)\}", r"sqrt(\1)", text)
-    text = text.replace("{", "(").replace("}", ")").replace("^", "**").strip().rstrip(".")
-    text = re.sub(r"(\d)\s*(?![eE][-+]?\d)([a-zA-Z(])", r"\1*\2", text)  # 2x, 3(x+1); not 1e5
-    return re.sub(r"\)\s*([a-zA-Z(\d])", r")*\1", text)          # (x+1)(x-1)
-
-
-def _to_sympy(node: ast.AST, sp, budget: list[int]):
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise ValueError("expression too large")
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return sp.Rational(repr(node.value)) if isinstance(node.value, float) else sp.Integer(node.value)
-    if isinstance(node, ast.Name) and node.id in _SYMBOLS:
-        return {"pi": sp.pi, "oo": sp.oo}.get(node.id) or sp.Symbol(node.id)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _to_sympy(node.operand, sp, budget)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
-        left, right = _to_sympy(node.left, sp, budget), _to_sympy(node.right, sp, budget)
-        if isinstance(node.op, ast.Pow) and (not right.is_number or abs(right) > 64 or
-                                             (left.is_number and abs(left) > 10**6)):
-            raise ValueError("exponent too large")  # 9**9**9 must not hang the verifier
-        ops = {ast.Add: sp.Add, ast.Sub: lambda a, b: a - b, ast.Mult: sp.Mul,
-               ast.Div: lambda a, b: a / b, ast.Pow: sp.Pow}
-        return ops[type(node.op)](left, right)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
-            and len(node.args) == 1 and not node.keywords):
-        fn = {"ln": sp.log, "Abs": sp.Abs}.get(node.func.id) or getattr(sp, node.func.id)
-        return fn(_to_sympy(node.args[0], sp, budget))
-    raise ValueError(f"not allowed in an answer: {ast.dump(node)[:60]}")
-
-
-@lru_cache(maxsize=4096)
-def parse_answer(text: str) -> tuple | None:
-    """A tuple of sympy expressions (one per comma-separated item), or None if it does not parse."""
-    import sympy as sp
-    text = re.sub(r"^\s*[a-zA-Z]\s*=\s*", "", text.strip())  # "x = 3" -> "3"
-    if len(text) > 300:
-        return None
-    try:
-        tree = ast.parse(_latex_to_python(text), mode="eval").body
-        items = tree.elts if isinstance(tree, ast.Tuple) else [tree]
-        budget = [200]
-        return tuple(_to_sympy(item, sp, budget) for item in items) or None
-    except (SyntaxError, ValueError, TypeError, ZeroDivisionError, RecursionError):
-        return None
 
 
 def equivalent(got, want, rel_tol: float = 1e-6, abs_tol: float = 1e-9,
@@ -139,7 +63,7 @@ def math_answer(task: dict, response: str, execution: Any = None) -> Verdict:
     text, how, candidates = extract_answer(response)
     got = parse_answer(text) if text is not None else None
     distinct = {c.strip() for c in candidates}
-    spray = how == "boxed" and len(distinct) > 1 and len({parse_answer(c) for c in distinct}) > 1
+    spray = how == "boxed" and several_answers(distinct)
     # A task's own tolerance is relative to its answer, as its author wrote it; the default
     # tolerance forgives float noise but not a wrong integer.
     ok = got is not None and not spray and answers_match(

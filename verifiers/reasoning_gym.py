@@ -13,17 +13,15 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from flywheel.domains.rg import RG_SEED, dataset
+from flywheel.domains.rg import RG_SEED, dataset, final_answer
 from flywheel.verifiers import Verdict, register_verifier
 
-_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 # Scorers that call eval(answer) / sympy parse_expr(answer) (reasoning-gym 0.1.25).
 EVALS = {"string_insertion", "spiral_matrix", "binary_matrix", "n_queens"}
 PARSES = {"simple_integration", "intermediate_integration", "polynomial_multiplication",
           "puzzle24", "countdown"}
 _MATH_NAMES = {"sin", "cos", "tan", "sec", "csc", "cot", "asin", "acos", "atan", "sinh", "cosh",
                "tanh", "exp", "log", "ln", "sqrt", "pi", "oo", "Abs", "abs"}
-MAX_ANSWER = 10_000
 # Linear in the answer: names start at a word boundary, and a chained power's gap is bounded (an
 # unbounded one rescanned the rest of the answer from every `**`).
 _CODE_LIKE = re.compile(r"__|\b(import|lambda|eval|exec|open|getattr|globals|os|sys)\b|"
@@ -77,8 +75,7 @@ def reasoning_gym(task: dict, response: str, execution: Any = None) -> Verdict:
     name = task["rg_dataset"]
     ds = dataset(name, int(task.get("rg_seed", RG_SEED)))
     entry = ds[int(task["rg_index"])]
-    tagged = [a.strip() for a in _TAG.findall(response)]
-    answer = (tagged[-1] if tagged else response.strip())[:MAX_ANSWER]
+    answer, tagged = final_answer(response)  # the domain's answer key reads the same way
     flags = ["multiple_answers"] if len(set(tagged)) > 1 else []
     unsafe = (name in EVALS and not safe_for_eval(answer)) or (name in PARSES and not safe_for_sympy(answer))
     if unsafe and _CODE_LIKE.search(answer):

@@ -124,6 +124,9 @@ def repo_tests(task: dict, response: str, execution: Any = None) -> Verdict:
         components["regression_pass_rate"] = sum(ok[c] for c in regression) / len(regression)
     if not report.get("changed"):
         components["empty_change"] = 1.0
+    shown = (visible.get("passed") or 0) + (visible.get("failed") or 0)
+    if shown:  # what the model could see: best-of-N by visible tests selects on it
+        components["visible_pass_rate"] = visible["passed"] / shown
     failed = [f"{cid}: {(checks.get(cid) or {}).get('why', 'not run')}" for cid, v in ok.items() if not v]
     passed = all(ok.values())
     detail = "; ".join(failed[:3]) + (f"; tampered: {', '.join(report['tampered'][:5])}"

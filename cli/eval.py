@@ -1,0 +1,124 @@
+"""`flywheel eval`: evaluate a model or a run's checkpoint the same way, on held-out or your own tasks.
+
+    flywheel eval --policy hf --model smollm2 --domains chat_arith,chat_code --out evals/base
+    flywheel eval --run-dir runs/demo --iteration 5 --n 16 --k 1,4,16      # into the run's tables
+    flywheel eval --tasks humaneval.jsonl --domains python_tests --heldout-per-domain 0 ...
+
+Every `flywheel run` flag sets the evaluation's tasks, policy, sandbox, turns and budgets (the
+run's own settings when --run-dir names a run: its checkpoint is what gets evaluated). Its own
+flags: --n samples per task at --temperature (plus one greedy), --k for pass@k, --no-self-verify,
+--name for the evaluation (default from its settings), --out for a new output dir, --format json.
+Prints one table (a row per domain: pass@k, greedy pass@1, maj@N, best-of-N by visible tests, by
+self-verification, and the oracle best-of-N), and writes the `evaluations` and `metrics` tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+
+from rich.console import Console
+from rich.markup import escape
+
+EVAL_HELP = "evaluate a model or a run's checkpoint: pass@k, maj@N, best-of-N"
+DEFAULT_TASKS = 50  # held-out tasks per domain when --heldout-per-domain is not given
+
+
+def eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="flywheel eval", description=EVAL_HELP,
+                                epilog="Every `flywheel run` flag is taken too (see flywheel run --help).")
+    p.add_argument("--run-dir", help="evaluate this run's checkpoint, with its settings, into its tables")
+    p.add_argument("--iteration", type=int, help="the run's checkpoint to evaluate (default: the last)")
+    p.add_argument("--out", help="output dir for a model outside a run (default evals/<timestamp>)")
+    p.add_argument("--n", type=int, default=16, help="sampled answers per task (besides one greedy)")
+    p.add_argument("--k", default="1,4,16", help="the k of pass@k, comma-separated (each <= --n)")
+    p.add_argument("--no-self-verify", action="store_true", help="do not ask the policy to judge its answers")
+    p.add_argument("--name", help="the evaluation's name (default: n, temperature, turns, budget)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    return p
+
+
+def settings(argv: list[str]):
+    """(eval args, Beam options, RunConfig, explicit keys, checkpoint URI or None, output dir,
+    iteration) of `flywheel eval ARGV`; ValueError/KeyError say what is wrong."""
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    from flywheel.cli.main import run_parser
+    from flywheel.pipelines.config import RunConfig
+    from flywheel.pipelines.flag_check import unknown_arguments
+    from flywheel.pipelines.layout import RunLayout
+    from flywheel.pipelines.options import FlywheelOptions
+    args, rest = eval_parser().parse_known_args(argv)
+    run_parser().parse_known_args(rest)  # a malformed run flag is a usage error here too
+    unknown = unknown_arguments(rest)
+    if unknown:
+        raise ValueError("\n".join(unknown))
+    if args.n < 1:
+        raise ValueError(f"--n must be >= 1, got {args.n}")
+    options = PipelineOptions(rest)
+    options.view_as(StandardOptions).runner = options.view_as(StandardOptions).runner or "DirectRunner"
+    base, checkpoint, iteration = None, None, args.iteration or 0
+    if args.run_dir:
+        layout = RunLayout(args.run_dir)
+        if not layout.exists(layout.run_json):
+            raise ValueError(f"--run-dir {args.run_dir}: no run.json there (not a flywheel run)")
+        base = layout.read_json(layout.run_json)["config"]
+        committed = layout.committed_iterations()
+        if not committed:
+            raise ValueError(f"--run-dir {args.run_dir}: no committed iteration, no checkpoint yet")
+        iteration = committed[-1] if args.iteration is None else args.iteration
+        if iteration not in committed:
+            raise ValueError(f"--iteration {iteration}: the run has committed {committed}")
+        checkpoint = layout.checkpoint(iteration)
+    config, explicit = options.view_as(FlywheelOptions).run_config(base)
+    if base is None and "rollout.heldout_per_domain" not in explicit:
+        config = RunConfig.from_dict({**config.to_dict(), "rollout": {
+            **config.to_dict()["rollout"], "heldout_per_domain": DEFAULT_TASKS}})
+    out = args.run_dir or args.out or f"evals/{dt.datetime.now():%Y%m%d-%H%M%S}"
+    return args, options, config, checkpoint, out, iteration
+
+
+def ks_of(text: str, n: int) -> list[int]:
+    """The k of --k, each a positive integer; those above n dropped (said on screen)."""
+    try:
+        ks = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise ValueError(f"--k {text!r}: expected comma-separated integers, e.g. 1,4,16") from None
+    if not ks or ks[0] < 1:
+        raise ValueError(f"--k {text!r}: each k must be >= 1")
+    return ks
+
+
+def default_name(config, n: int, temperature: float) -> str:
+    r = config.rollout
+    return f"n={n},t={temperature:g},turns={r.max_turns},tokens={r.episode_tokens}"
+
+
+def run(argv: list[str], console: Console) -> int:
+    from flywheel.pipelines.evaluation import EvalSpec, evaluate
+    from flywheel.pipelines.layout import RunLayout
+    from flywheel.pipelines.eval_stats import render_table
+    try:
+        args, options, config, checkpoint, out, iteration = settings(argv)
+        ks = ks_of(args.k, args.n)
+    except (KeyError, ValueError) as e:
+        for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
+            console.print(f"[red]error:[/] {escape(line)}", highlight=False)
+        return 2
+    temperature = config.rollout.temperature
+    spec = EvalSpec(name=args.name or default_name(config, args.n, temperature),
+                    run_id=RunLayout(out).root.rstrip("/").rsplit("/", 1)[-1], iteration=iteration,
+                    checkpoint_uri=checkpoint, n=args.n, temperature=temperature,
+                    self_verify=not args.no_self_verify)
+    what = f"checkpoint {checkpoint}" if checkpoint else f"{config.policy.backend} policy as it is"
+    console.print(f"[bold]flywheel eval[/] {escape(spec.name)}: {escape(what)} -> {escape(out)}")
+    summaries = evaluate(config, spec, RunLayout(out), ks=ks, options=options)
+    if args.format == "json":
+        print(json.dumps({"evaluation": spec.name, "out": out, "iteration": iteration,
+                          "summaries": summaries}))
+    else:
+        console.print(render_table(summaries))
+        console.print("Compare with SQL, e.g.:\n  flywheel sql \"SELECT evaluation, domain, avg((verdict = "
+                      f"'pass')::int) FROM evaluations WHERE greedy GROUP BY ALL\" --run-dir {escape(out)}")
+    return 0
