@@ -158,9 +158,10 @@ def cmd_report(args, console: Console) -> int:
     if args.html:
         from flywheel.reports.html import write_report
         from flywheel.pipelines.layout import RunLayout
-        if not RunLayout(args.run_dir).exists(RunLayout(args.run_dir).run_json):
-            console.print(f"[red]error:[/] {escape(args.run_dir)} holds no run (no run.json)",
-                          highlight=False)
+        layout = RunLayout(args.run_dir)
+        if not layout.exists(layout.run_json) and not layout.exists(layout.table_dir("evaluations")):
+            console.print(f"[red]error:[/] {escape(args.run_dir)} holds no run (no run.json) "
+                          "and no evaluations (flywheel eval --out)", highlight=False)
             return 1
         plots = write_report(args.run_dir, args.html)
         console.print(f"wrote {args.html}: " + ", ".join(p.title for p in plots), highlight=False)
