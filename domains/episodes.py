@@ -47,6 +47,7 @@ class EpisodeState:
     end: str | None = None
     context: str = "full"             # the run's context strategy (transforms/context_strategies.py)
     keep_turns: int = 4               # ... and the last turns it keeps whole
+    max_tool_calls: int = 0           # tool calls it may make besides submit (0: as many as turns)
 
     def replace(self, **changes) -> EpisodeState:
         return dataclasses.replace(self, **changes)

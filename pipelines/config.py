@@ -37,6 +37,7 @@ class RolloutSettings:
     observation_chars: int = 2000         # longer observations are cut in the middle, marked
     context: str = "full"                 # a full context: full (end), cut, anchored, summarize
     keep_turns: int = 4                   # turns cut/anchored/summarize contexts keep whole
+    max_tool_calls: int = 0               # tool calls per episode besides submit (0: no limit but turns)
     shards: int = 1                       # Parquet files per table partition, written in parallel
 
 

@@ -54,6 +54,8 @@ RUN_FLAGS = {
                   "full (it ends, on budget), cut (older observations become a marker) or "
                   "anchored (the prompt, the domain's anchor such as a repository's diff, and the "
                   "last --keep-turns turns); each rebuild starts a new segment, trained as sampled"),
+    "--max-tool-calls": ("rollout.max_tool_calls", int, "tool calls an episode may make besides "
+                         "submit; past them a call is refused and the policy must answer (0: no limit)"),
     "--keep-turns": ("rollout.keep_turns", int, "turns a cut, anchored or summarize context keeps whole"),
     "--turn-discount": ("algorithm.discount", float,
                         "per-turn returns (--credit turn) discount the episode's outcome by this "

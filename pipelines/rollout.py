@@ -127,7 +127,7 @@ def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler):
         episodes = multi | "Episodes" >> Episodes(
             handler, stages, limits, **sandbox,
             token_budget=r.episode_tokens, observation_chars=r.observation_chars,
-            context=r.context, keep_turns=r.keep_turns)
+            context=r.context, keep_turns=r.keep_turns, max_tool_calls=r.max_tool_calls)
         generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
                      | "AllGenerated" >> beam.Flatten())
         turn_errors = (episodes[ERRORS_TAG],)

@@ -36,19 +36,22 @@ class Episodes(beam.PTransform):
     def __init__(self, handler: PolicyModelHandler, stages: int, run_max_turns: int | TurnLimits,
                  backend: str,
                  options: dict | None = None, token_budget: int = 0, observation_chars: int = 2000,
-                 context: str = "full", keep_turns: int = 4):
+                 context: str = "full", keep_turns: int = 4, max_tool_calls: int = 0):
         super().__init__()
         self.handler, self.stages, self.run_max_turns = handler, stages, run_max_turns
         self.backend, self.options = backend, dict(options or {})
         self.token_budget, self.observation_chars = token_budget, observation_chars
-        self.context, self.keep_turns = context, keep_turns
+        self.context, self.keep_turns, self.max_tool_calls = context, keep_turns, max_tool_calls
         CONTEXTS.get(context)  # an unknown strategy fails as the pipeline is built, naming the known
         if keep_turns < 1:
             raise ValueError(f"--keep-turns must be >= 1, got {keep_turns}")
+        if max_tool_calls < 0:
+            raise ValueError(f"--max-tool-calls must be >= 0, got {max_tool_calls}")
 
     def _start(self, attempt):
         started = start_episode(attempt, self.run_max_turns, self.token_budget,
-                                self.observation_chars, self.context, self.keep_turns)
+                                self.observation_chars, self.context, self.keep_turns,
+                                self.max_tool_calls)
         return started.replace(episode=started.episode.replace(
             max_turns=min(started.episode.max_turns, self.stages)))
 

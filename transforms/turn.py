@@ -32,6 +32,7 @@ from apache_beam.ml.inference.base import RunInference
 from flywheel.domains.episodes import BUDGET, FAILED, MAX_TURNS, EpisodeState, Step, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner, Unbuildable, cut_output
+from flywheel.domains.tools import SUBMIT, ToolCallError, parse_action
 from flywheel.sandbox import SandboxError
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.context_strategies import (CONTEXTS, SummaryCall, new_segment, reserve,
@@ -50,7 +51,7 @@ DONE_TAG = "done"
 
 def start_episode(attempt: Attempt, run_max_turns, token_budget: int = 0,
                   observation_chars: int = 2000, context: str = "full",
-                  keep_turns: int = 4) -> Attempt:
+                  keep_turns: int = 4, max_tool_calls: int = 0) -> Attempt:
     """A fresh episode for `attempt`: turn 0, the domain's start state and tools, the run's
     context strategy (transforms/context_strategies.py)."""
     domain = get_domain(attempt.domain)
@@ -58,7 +59,8 @@ def start_episode(attempt: Attempt, run_max_turns, token_budget: int = 0,
     return attempt.replace(episode=EpisodeState(
         turn=0, max_turns=turns_for(domain, run_max_turns), state=domain.start_state(attempt.task),
         tools=[t.to_dict() for t in domain.tools], token_budget=token_budget,
-        observation_chars=observation_chars, context=context, keep_turns=keep_turns))
+        observation_chars=observation_chars, context=context, keep_turns=keep_turns,
+        max_tool_calls=max_tool_calls))
 
 
 def tool_prompt_ids(policy: Policy, text: str, tools: list[dict]) -> list[int]:
@@ -206,6 +208,10 @@ def act(attempt: Attempt, runner: ToolRunner) -> tuple[Attempt, dict | None]:
     if episode.end:  # ended before acting (out of tokens)
         return attempt, None
     domain, turn = get_domain(attempt.domain), dict(attempt.turns[-1])
+    refused = out_of_tool_calls(domain, attempt, turn["action"])
+    if refused is not None:
+        count("tool_calls_refused")
+        return _observed(attempt, turn, refused)
     try:
         step = domain.step(attempt.task, episode.state, turn["action"], runner)
     except SandboxError as e:
@@ -219,6 +225,28 @@ def act(attempt: Attempt, runner: ToolRunner) -> tuple[Attempt, dict | None]:
     if step.output_unreadable:
         count("observations_unreadable")
     return _observed(attempt, turn, step)
+
+
+def tool_calls_made(attempt: Attempt) -> int:
+    """The tool calls an episode has made so far (submit, and refused calls, not counted)."""
+    return sum(1 for t in attempt.turns[:-1] if t.get("tool") and not t.get("tool_error")
+               and t["tool"] != SUBMIT.name)
+
+
+def out_of_tool_calls(domain, attempt: Attempt, action: str) -> Step | None:
+    """--max-tool-calls: the refusal of a tool call past the episode's limit (a tool-error
+    observation; the episode goes on, and submit still ends it), else None."""
+    limit = attempt.episode.max_tool_calls
+    if not limit or tool_calls_made(attempt) < limit:
+        return None
+    try:
+        call = parse_action(action, domain.tools, domain.plain_tool)
+    except ToolCallError:
+        return None  # the step says what is wrong with it
+    if call.name == SUBMIT.name:
+        return None
+    why = f"no tool calls left ({limit} made): submit your answer"
+    return Step(f"error: {why}", attempt.episode.state, tool_error=why)
 
 
 def _observed(attempt: Attempt, turn: dict, step: Step) -> tuple[Attempt, dict | None]:
