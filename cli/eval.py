@@ -3,6 +3,11 @@
     flywheel eval --policy hf --model smollm2 --domains chat_arith,chat_code --out evals/base
     flywheel eval --run-dir runs/demo --iteration 5 --n 16 --k 1,4,16      # into the run's tables
     flywheel eval --tasks humaneval.jsonl --domains python_tests --heldout-per-domain 0 ...
+    flywheel eval --policy tiny --domains fix_function --grid max_turns=1,3 --grid n=4,16
+
+`--grid AXIS=V1,V2` (repeatable) evaluates every cell of the grid over n, temperature, max_turns,
+max_tool_calls and episode_tokens (the context length), each cell an evaluation of its own name,
+then prints them side by side; the HTML report draws them (`flywheel report --html`).
 
 Every `flywheel run` flag sets the evaluation's tasks, policy, sandbox, turns and budgets (the
 run's own settings when --run-dir names a run: its checkpoint is what gets evaluated). Its own
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 
 from rich.console import Console
@@ -23,20 +29,50 @@ from rich.markup import escape
 
 EVAL_HELP = "evaluate a model or a run's checkpoint: pass@k, maj@N, best-of-N"
 DEFAULT_TASKS = 50  # held-out tasks per domain when --heldout-per-domain is not given
+GRID_AXES = {"n": int, "temperature": float, "max_turns": int, "max_tool_calls": int,
+             "episode_tokens": int}  # an axis of --grid, and its values' type
 
 
 def eval_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flywheel eval", description=EVAL_HELP,
                                 epilog="Every `flywheel run` flag is taken too (see flywheel run --help).")
     p.add_argument("--run-dir", help="evaluate this run's checkpoint, with its settings, into its tables")
-    p.add_argument("--iteration", type=int, help="the run's checkpoint to evaluate (default: the last)")
+    p.add_argument("--iteration", type=int, help="evaluate the checkpoint iteration K wrote (default: "
+                   "the last); its rows land under iteration=K+1, the policy version it is")
     p.add_argument("--out", help="output dir for a model outside a run (default evals/<timestamp>)")
     p.add_argument("--n", type=int, default=16, help="sampled answers per task (besides one greedy)")
     p.add_argument("--k", default="1,4,16", help="the k of pass@k, comma-separated (each <= --n)")
     p.add_argument("--no-self-verify", action="store_true", help="do not ask the policy to judge its answers")
     p.add_argument("--name", help="the evaluation's name (default: n, temperature, turns, budget)")
+    p.add_argument("--grid", action="append", default=[], metavar="AXIS=V1,V2",
+                   help=f"evaluate every cell of a grid over {', '.join(GRID_AXES)} (repeatable)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     return p
+
+
+def grid_cells(items: list[str]) -> list[dict]:
+    """The cells of --grid AXIS=V1,V2 ... ({axis: value} each; one empty cell without --grid);
+    ValueError naming a bad axis or value."""
+    axes = []
+    for item in items:
+        axis, _, values = item.partition("=")
+        if axis not in GRID_AXES:
+            raise ValueError(f"--grid {item!r}: the axis must be one of {', '.join(GRID_AXES)}")
+        try:
+            axes.append([(axis, GRID_AXES[axis](v)) for v in values.split(",") if v.strip()])
+        except ValueError:
+            raise ValueError(f"--grid {item!r}: values of {axis} are {GRID_AXES[axis].__name__}s") from None
+        if not axes[-1]:
+            raise ValueError(f"--grid {item!r}: no values")
+    return [dict(cell) for cell in itertools.product(*axes)]
+
+
+def cell_config(config, cell: dict):
+    """`config` with a grid cell's rollout settings (its n is the evaluation's, not the config's)."""
+    from flywheel.pipelines.config import RunConfig
+    values = config.to_dict()
+    values["rollout"].update({k: v for k, v in cell.items() if k != "n"})
+    return RunConfig.from_dict(values)
 
 
 def settings(argv: list[str]):
@@ -71,6 +107,7 @@ def settings(argv: list[str]):
         if iteration not in committed:
             raise ValueError(f"--iteration {iteration}: the run has committed {committed}")
         checkpoint = layout.checkpoint(iteration)
+        iteration += 1  # recorded as the policy version it is, as --eval-every records it
     config, explicit = options.view_as(FlywheelOptions).run_config(base)
     if base is None and "rollout.heldout_per_domain" not in explicit:
         config = RunConfig.from_dict({**config.to_dict(), "rollout": {
@@ -92,7 +129,8 @@ def ks_of(text: str, n: int) -> list[int]:
 
 def default_name(config, n: int, temperature: float) -> str:
     r = config.rollout
-    return f"n={n},t={temperature:g},turns={r.max_turns},tokens={r.episode_tokens}"
+    return (f"n={n},t={temperature:g},turns={r.max_turns},calls={r.max_tool_calls},"
+            f"tokens={r.episode_tokens}")
 
 
 def run(argv: list[str], console: Console) -> int:
@@ -106,19 +144,50 @@ def run(argv: list[str], console: Console) -> int:
         for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
             console.print(f"[red]error:[/] {escape(line)}", highlight=False)
         return 2
-    temperature = config.rollout.temperature
-    spec = EvalSpec(name=args.name or default_name(config, args.n, temperature),
-                    run_id=RunLayout(out).root.rstrip("/").rsplit("/", 1)[-1], iteration=iteration,
-                    checkpoint_uri=checkpoint, n=args.n, temperature=temperature,
-                    self_verify=not args.no_self_verify)
+    try:
+        cells = grid_cells(args.grid) or [{}]
+    except ValueError as e:
+        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        return 2
     what = f"checkpoint {checkpoint}" if checkpoint else f"{config.policy.backend} policy as it is"
-    console.print(f"[bold]flywheel eval[/] {escape(spec.name)}: {escape(what)} -> {escape(out)}")
-    summaries = evaluate(config, spec, RunLayout(out), ks=ks, options=options)
+    run_id = RunLayout(out).root.rstrip("/").rsplit("/", 1)[-1]
+    results = []
+    for number, cell in enumerate(cells, 1):
+        cfg, n = cell_config(config, cell), cell.get("n", args.n)
+        name = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in cell.items())
+        spec = EvalSpec(name=args.name or name or default_name(cfg, n, cfg.rollout.temperature),
+                        run_id=run_id, iteration=iteration, checkpoint_uri=checkpoint, n=n,
+                        temperature=cfg.rollout.temperature, self_verify=not args.no_self_verify)
+        if args.name and len(cells) > 1:
+            spec = EvalSpec(**{**spec.__dict__, "name": f"{args.name}:{name}"})
+        console.print(f"[bold]flywheel eval[/] {escape(spec.name)} ({number}/{len(cells)}): "
+                      f"{escape(what)} -> {escape(out)}")
+        summaries = evaluate(cfg, spec, RunLayout(out), ks=[k for k in ks if k <= n], options=options)
+        results.append({"evaluation": spec.name, "cell": cell, "summaries": summaries})
+        if args.format != "json":
+            table = render_table(summaries)
+            table.title = spec.name
+            console.print(table)
     if args.format == "json":
-        print(json.dumps({"evaluation": spec.name, "out": out, "iteration": iteration,
-                          "summaries": summaries}))
+        print(json.dumps({"out": out, "iteration": iteration, "evaluations": results}))
     else:
-        console.print(render_table(summaries))
+        if len(results) > 1:
+            console.print(grid_table(results))
         console.print("Compare with SQL, e.g.:\n  flywheel sql \"SELECT evaluation, domain, avg((verdict = "
                       f"'pass')::int) FROM evaluations WHERE greedy GROUP BY ALL\" --run-dir {escape(out)}")
     return 0
+
+
+def grid_table(results: list[dict]):
+    """One row per grid cell and domain: greedy pass@1, pass@1 and the oracle best-of-N."""
+    from rich.table import Table
+    table = Table(title="ablation grid")
+    for column in ("evaluation", "domain", "greedy pass@1", "pass@1", "oracle best-of-N"):
+        table.add_column(column, justify="left" if column in ("evaluation", "domain") else "right")
+    for result in results:
+        for s in result["summaries"]:
+            oracle = next((v for k, v in s.items() if k.startswith("oracle_best_of_")), None)
+            table.add_row(result["evaluation"], s["domain"],
+                          *(f"{v:.3f}" if v is not None else "n/a"
+                            for v in (s.get("greedy_pass@1"), s.get("pass@1"), oracle)))
+    return table

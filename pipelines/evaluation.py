@@ -94,10 +94,10 @@ def evaluation_row(name: str, joined) -> dict:
     """The `evaluations` row of one attempt, from its (key, {attempt, answer key, judgment})."""
     _, parts = joined
     attempt: Attempt = parts["attempt"][0]
-    score, said = (parts["judgment"] or [(None, None)])[0]
+    score, said = (parts.get("judgment") or [(None, None)])[0]
     visible = attempt.reward_components.get("visible_pass_rate")
     return {**attempt.row(), "evaluation": name, "greedy": attempt.mode == GREEDY,
-            "answer_key": (parts["answer_key"] or [None])[0], "visible_score": visible,
+            "answer_key": (parts.get("answer_key") or [None])[0], "visible_score": visible,
             "self_score": score, "self_judgment": said}
 
 

@@ -30,7 +30,7 @@ def test_a_model_and_a_runs_checkpoint_evaluate_into_one_schema(tmp_path, capsys
     assert flywheel("eval", "--policy", "standin", *TASKS, "--n", "4", "--k", "1,2,4",
                     "--out", str(out), "--format", "json") == 0
     printed = json.loads(capsys.readouterr().out)
-    by_domain = {s["domain"]: s for s in printed["summaries"]}
+    by_domain = {s["domain"]: s for s in printed["evaluations"][0]["summaries"]}
     assert set(by_domain) == {"add", "chat_code", "all"}
     assert {"pass@1", "pass@2", "pass@4", "greedy_pass@1", "oracle_best_of_4"} <= set(by_domain["add"])
     assert by_domain["add"]["maj@4"] is not None and by_domain["chat_code"]["maj@4"] is None
@@ -54,7 +54,7 @@ def test_a_model_and_a_runs_checkpoint_evaluate_into_one_schema(tmp_path, capsys
     assert flywheel("eval", "--run-dir", str(run), "--n", "2", "--k", "1,2", *TASKS) == 0
     trained = RunLayout(str(run)).read_table("evaluations")
     assert trained.schema == base.schema and trained.num_rows == 2 * 3 * 3
-    assert {r["iteration"] for r in trained.to_pylist()} == {0}
+    assert {r["iteration"] for r in trained.to_pylist()} == {1}  # the policy version checkpoint 0 is
     _, compared = query(str(run), "SELECT domain, avg((verdict = 'pass')::INT) FROM evaluations "
                                   "WHERE greedy GROUP BY 1 ORDER BY 1")
     assert [d for d, _ in compared] == ["add", "chat_code"]
@@ -72,3 +72,21 @@ def test_a_run_evaluates_its_policy_every_iteration_when_asked(tmp_path):
     _, named = query(str(run), "SELECT DISTINCT iteration, name FROM metrics WHERE name LIKE 'eval/pass@%' "
                                "AND domain = 'add' ORDER BY 1, 2")
     assert named == [(k, f"eval/pass@{n}[n=3,t=1]") for k in range(3) for n in (1, 2, 3)]  # 8 > n: left out
+
+
+def test_an_ablation_grid_on_a_multi_turn_domain(tmp_path, capsys):
+    """turns x tool-call limit x N with the tiny policy: one evaluation per cell, side by side."""
+    out = tmp_path / "grid"
+    assert flywheel("eval", "--policy", "tiny", "--domains", "fix_function", "--heldout-per-domain", "2",
+                    "--grid", "max_turns=1,2", "--grid", "max_tool_calls=0,1", "--grid", "n=1,2",
+                    "--k", "1,2", "--no-self-verify", "--out", str(out)) == 0
+    shown = capsys.readouterr().out
+    rows = RunLayout(str(out)).read_table("evaluations").to_pylist()
+    names = sorted({r["evaluation"] for r in rows})
+    assert len(names) == 8 and "max_turns=2,max_tool_calls=1,n=2" in names
+    for name in names:
+        n = int(name.rsplit("n=", 1)[1])
+        cell = [r for r in rows if r["evaluation"] == name]
+        assert len(cell) == 2 * (n + 1) and all(r["self_score"] is None for r in cell)
+        assert max(len(r["turns"]) for r in cell) <= int(name.split("max_turns=")[1].split(",")[0])
+    assert "ablation grid" in shown
