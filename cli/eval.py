@@ -39,7 +39,7 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help="evaluate this run's checkpoint, with its settings, into its tables")
     p.add_argument("--iteration", type=int, help="evaluate the checkpoint iteration K wrote (default: "
                    "the last); its rows land under iteration=K+1, the policy version it is")
-    p.add_argument("--out", help="output dir for a model outside a run (default evals/<timestamp>)")
+    p.add_argument("--out", help="output dir (default: the --run-dir, else evals/<timestamp>)")
     p.add_argument("--n", type=int, default=16, help="sampled answers per task (besides one greedy)")
     p.add_argument("--k", default="1,4,16", help="the k of pass@k, comma-separated (each <= --n)")
     p.add_argument("--no-self-verify", action="store_true", help="do not ask the policy to judge its answers")
@@ -112,7 +112,7 @@ def settings(argv: list[str]):
     if base is None and "rollout.heldout_per_domain" not in explicit:
         config = RunConfig.from_dict({**config.to_dict(), "rollout": {
             **config.to_dict()["rollout"], "heldout_per_domain": DEFAULT_TASKS}})
-    out = args.run_dir or args.out or f"evals/{dt.datetime.now():%Y%m%d-%H%M%S}"
+    out = args.out or args.run_dir or f"evals/{dt.datetime.now():%Y%m%d-%H%M%S}"
     return args, options, config, checkpoint, out, iteration
 
 
