@@ -1,5 +1,4 @@
-"""The `flywheel` command line: run, eval, sql, report, status, export, domains, tasks, env, verify,
-sandbox.
+"""The `flywheel` command line: run, eval, sql, report, status, export, domains, tasks, env, ...
 
     flywheel run --run-dir runs/demo --iterations 6 --seed 0      # the embedded default
     flywheel run --config run.toml                                # settings from a file
