@@ -41,7 +41,8 @@ def test_a_model_and_a_runs_checkpoint_evaluate_into_one_schema(tmp_path, capsys
     assert len(rows) == 2 * 3 * (4 + 1)  # domains x tasks x (N sampled + 1 greedy)
     assert sum(r["greedy"] for r in rows) == 6 and {r["sampling_temperature"] for r in rows if r["greedy"]} == {0.0}
     assert all(r["self_judgment"] in ("yes", "no", "unreadable") and 0 <= r["self_score"] <= 1 for r in rows)
-    assert all(r["visible_score"] is not None for r in rows if r["domain"] == "chat_code")
+    assert all(r["visible_score"] is not None for r in rows  # scored code shows its visible tests
+               if r["domain"] == "chat_code" and r["verdict"] != "error")
     assert any(r["answer_key"] for r in rows if r["domain"] == "add")
     assert all(r["answer_key"] is None for r in rows if r["domain"] == "chat_code")
     names = {r["name"] for r in RunLayout(str(out)).read_table("metrics").to_pylist()}
@@ -62,28 +63,28 @@ def test_a_model_and_a_runs_checkpoint_evaluate_into_one_schema(tmp_path, capsys
 
 def test_a_run_evaluates_its_policy_every_iteration_when_asked(tmp_path):
     run = tmp_path / "run"
-    assert flywheel("run", "--run-dir", str(run), "--iterations", "2", "--domains", "add",
+    assert flywheel("run", "--run-dir", str(run), "--iterations", "1", "--domains", "add",
                     "--policy", "standin", "--tasks-per-domain", "4", "--heldout-per-domain", "5",
                     "--n-samples", "2", "--seed", "0", "--eval-every", "1", "--eval-n", "3",
                     "--eval-k", "1,2,3,8", "--eval-tasks", "2") == 0
     rows = RunLayout(str(run)).read_table("evaluations").to_pylist()
-    assert sorted({r["iteration"] for r in rows}) == [0, 1, 2]  # each policy version, the last too
-    assert len(rows) == 3 * 2 * (3 + 1) and {r["evaluation"] for r in rows} == {"n=3,t=1"}
+    assert sorted({r["iteration"] for r in rows}) == [0, 1]  # each policy version, the last too
+    assert len(rows) == 2 * 2 * (3 + 1) and {r["evaluation"] for r in rows} == {"n=3,t=1"}
     _, named = query(str(run), "SELECT DISTINCT iteration, name FROM metrics WHERE name LIKE 'eval/pass@%' "
                                "AND domain = 'add' ORDER BY 1, 2")
-    assert named == [(k, f"eval/pass@{n}[n=3,t=1]") for k in range(3) for n in (1, 2, 3)]  # 8 > n: left out
+    assert named == [(k, f"eval/pass@{n}[n=3,t=1]") for k in range(2) for n in (1, 2, 3)]  # 8 > n: left out
 
 
 def test_an_ablation_grid_on_a_multi_turn_domain(tmp_path, capsys):
     """turns x tool-call limit x N with the tiny policy: one evaluation per cell, side by side."""
     out = tmp_path / "grid"
     assert flywheel("eval", "--policy", "tiny", "--domains", "fix_function", "--heldout-per-domain", "2",
-                    "--grid", "max_turns=1,2", "--grid", "max_tool_calls=0,1", "--grid", "n=1,2",
+                    "--grid", "max_turns=1,2", "--grid", "max_tool_calls=0,1", "--grid", "n=2",
                     "--k", "1,2", "--no-self-verify", "--out", str(out)) == 0
     shown = capsys.readouterr().out
     rows = RunLayout(str(out)).read_table("evaluations").to_pylist()
     names = sorted({r["evaluation"] for r in rows})
-    assert len(names) == 8 and "max_turns=2,max_tool_calls=1,n=2" in names
+    assert len(names) == 4 and "max_turns=2,max_tool_calls=1,n=2" in names
     for name in names:
         n = int(name.rsplit("n=", 1)[1])
         cell = [r for r in rows if r["evaluation"] == name]

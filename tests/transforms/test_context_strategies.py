@@ -102,7 +102,7 @@ def check_exact_ids(attempt):
     assert marker.encode() in text
 
 
-@pytest.mark.parametrize("context", ["anchored", "summarize"])
+@pytest.mark.parametrize("context", ["anchored", pytest.param("summarize", marks=pytest.mark.slow)])
 def test_the_trainer_scores_each_segment_as_the_sampler_did(sandbox, context):
     """The tiny policy samples fix_function episodes in a budget that forces rebuilds: the log-probs
     make_batch's rows get from token_logprobs match the sampled ones, segment by segment (the
