@@ -65,7 +65,9 @@ def test_the_next_lease_ends_what_a_killed_holder_left(tmp_path):
             stderr, reason = str(e), None  # (the code's own traceback is in the message)
         # The run had its whole budget: it is refused its own fifth thread, nothing before.
         assert "can't start new thread" in stderr and reason is None, stderr
-        assert _run_processes(None, uid) == {}
+        # nothing of the uid still runs (a zombie a parent has yet to reap holds nothing: CI's
+        # loaded machine once showed two, exited, their reap owed by a process outside the run)
+        assert [pid for pid, zombie in _run_processes(None, uid).items() if not zombie] == []
         assert backend.run(ExecRequest({}, ("python", "-c", "print(1)"))).stdout == "1\n"
     finally:
         backend.close()
