@@ -93,6 +93,28 @@ class EvalSettings:
 
 
 @dataclass(frozen=True)
+class SteeringSettings:
+    """How an iteration's training attempts are spread over domains and tasks (pipelines/steering/).
+
+    The defaults reproduce the unsteered run: every domain gets `tasks_per_domain` fresh tasks (a
+    task file's every task), nothing is revisited, no batch is topped up."""
+    sampler: str = "uniform"              # SAMPLERS: uniform | curriculum
+    weights: tuple[str, ...] = ()         # DOMAIN=W: relative share of the attempts (unnamed: 1)
+    tiers: tuple[str, ...] = ()           # DOMAIN=TIER: a domain's tier (unnamed: tier "default")
+    tier_shares: tuple[str, ...] = ()     # TIER=S: a tier's share, split over its domains by weight
+    floor: float = 0.0                    # the least share of the attempts any domain gets
+    attempts: int = 0                     # training attempts per iteration (0: tasks_per_domain x n x domains)
+    band: str = "0.2,0.8"                 # curriculum: the pass rates it prefers (low,high)
+    explore: float = 0.25                 # curriculum: share for tasks outside the band or unseen
+    solved_decay: float = 0.25            # curriculum: weight factor per visit a task was solved by all
+    error_share: float = 0.0              # share of a domain's tasks drawn from the error set
+    env_retries: int = 2                  # times a task whose attempts failed on the environment is retried
+    top_up: float = 0.0                   # dynamic sampling: least share of groups with signal (0: off)
+    top_up_rounds: int = 2                # at most this many top-up rollouts per iteration
+    top_up_attempts: float = 1.0          # and at most this multiple of the batch's attempts in all
+
+
+@dataclass(frozen=True)
 class RunConfig:
     seed: int = 0
     iterations: int = 8
@@ -102,6 +124,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     policy: PolicySpec = field(default_factory=PolicySpec)
     evaluation: EvalSettings = field(default_factory=EvalSettings)
+    steering: SteeringSettings = field(default_factory=SteeringSettings)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
