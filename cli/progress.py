@@ -1,6 +1,7 @@
 """Rich progress for `flywheel run`: a bar over iterations, the current stage, one line per step.
 
-Every line shown also goes to the run's log (run_log.py), with the stage timings the screen omits.
+Every line shown also goes to the run's log (run_log.py), with the stage timings the screen omits;
+a domain's warning (pipelines/domain_watch.py) is a `warning:` line in both.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from flywheel.reports.sql import query
@@ -63,6 +65,9 @@ class RunProgress:
             shown = " ".join(f"{k} {v:.3f}" for k, v in (every[0] if every else {}).items()
                              if (k.startswith("pass@") or k.startswith("greedy")) and v is not None)
             self._print(f"  evaluation of policy {data['iteration']}: {shown}")
+        elif name == "domain_warning":  # domain_watch.warnings: its message names the domain
+            self._print(f"[bold yellow]warning:[/] iteration {data['iteration']}, "
+                        f"{escape(data['kind'])}: {escape(data['message'])}")
         elif name == "train_begin":
             self.progress.update(self.task, description=f"iteration {data['iteration']}: train")
             self._note(f"iteration {data['iteration']}: train begins")

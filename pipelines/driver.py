@@ -18,9 +18,11 @@ from pathlib import Path
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from flywheel.pipelines import domain_watch
 from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.layout import RunLayout
-from flywheel.pipelines.rollout import IterationSpec, run_rollout
+from flywheel.pipelines.rollout import IterationSpec, run_rollout, task_ranges
+from flywheel.pipelines.steering_plan import plan_iteration
 from flywheel.pipelines.run_sandbox import not_for_a_run_to_choose
 from flywheel.schemas import SCHEMA_VERSION, TABLES
 from flywheel.trainer.checkpoint import save_checkpoint
@@ -151,6 +153,20 @@ def evaluate_policy(config: RunConfig, layout: RunLayout, info: dict, version: i
     return summaries
 
 
+def watch_domains(layout: RunLayout, info: dict, iteration: int, event: Event) -> list[dict]:
+    """Per-domain monitoring of the iteration's rollout (pipelines/domain_watch.py): `watch/*`
+    metrics rows, and a `domain_warning` event (run.log) for each warning, kept as rows too."""
+    rows = domain_watch.domain_rows(layout.root, iteration, info["run_id"])
+    earlier = layout.read_table("metrics", columns=["iteration", "domain", "name", "value"])
+    history = [r for r in earlier.to_pylist() if r["iteration"] <= iteration] + rows
+    found = domain_watch.warnings(history, iteration)
+    write_parquet(layout.join("tables", "metrics", f"iteration={iteration}", "watch.parquet"),
+                  "metrics", rows + domain_watch.warning_rows(found, info["run_id"]))
+    for w in found:
+        event("domain_warning", w)
+    return found
+
+
 def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = frozenset(),
                    options: PipelineOptions | None = None, event: Event | None = None) -> dict:
     """Run (or resume) iterations until `config.iterations` are committed; returns run info."""
@@ -170,9 +186,13 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
         if config.evaluation.every and k % config.evaluation.every == 0:
             evaluate_policy(config, layout, info, k, policy, options, event)
         spec = IterationSpec(info["run_id"], k, policy_version=k, checkpoint_uri=policy)
+        plan = plan_iteration(config, layout, k, task_ranges(config, k))
+        if plan.sample:
+            layout.write_json(layout.join("iterations", str(k), "plan.json"), plan.summary)
         event("rollout_begin", {"iteration": k})
-        result = run_rollout(config, spec, layout, options)
+        result = run_rollout(config, spec, layout, options, plan)
         counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
+        watch_domains(layout, info, k, event)
         rollout_s, rollout_rss = time.time() - started, peak_rss_mb()
         event("train_begin", {"iteration": k})
         stats = train_iteration(layout.table_dir("trajectories", k), policy, layout.checkpoint(k),

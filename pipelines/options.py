@@ -18,6 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from flywheel.domains.episodes import TurnLimits
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.option_items import split_items
+from flywheel.pipelines.steering_plan import check_steering
 from flywheel.sandbox import available_backends, check_options
 from flywheel.trainer.aggregation import AGGREGATIONS
 from flywheel.trainer.credit import ADVANTAGES, CREDITS
@@ -76,6 +77,29 @@ RUN_FLAGS = {
     "--eval-n": ("evaluation.n", int, "samples per held-out task in those evaluations"),
     "--eval-k": ("evaluation.ks", str, "the k of their pass@k, comma-separated, e.g. 1,4,8"),
     "--eval-tasks": ("evaluation.tasks", int, "held-out tasks per domain they evaluate"),
+    "--sampler": ("steering.sampler", str, "how an iteration chooses its training tasks (uniform, "
+                  "curriculum: prefers tasks whose pass rate lies in --band, keeps --explore for "
+                  "unseen and outside ones, fades tasks solved by every attempt)"),
+    "--domain-weights": ("steering.weights", LIST, "comma-separated DOMAIN=W: relative shares of "
+                         "the attempts (unnamed domains: 1)"),
+    "--tiers": ("steering.tiers", LIST, "comma-separated DOMAIN=TIER (unnamed: tier default)"),
+    "--tier-shares": ("steering.tier_shares", LIST, "comma-separated TIER=SHARE of the attempts; "
+                      "tiers not named share the rest by their domains' weights"),
+    "--domain-floor": ("steering.floor", float, "the least share of the attempts any domain gets"),
+    "--attempts": ("steering.attempts", int, "training attempts per iteration, split by the "
+                   "budget (0: --tasks-per-domain x --n-samples per domain)"),
+    "--band": ("steering.band", str, "curriculum: LOW,HIGH pass rates of the tasks it prefers"),
+    "--explore": ("steering.explore", float, "curriculum: share of a domain's tasks kept for "
+                  "unseen tasks and tasks outside the band"),
+    "--error-share": ("steering.error_share", float, "share of a domain's tasks drawn from the "
+                      "error set (tasks failed in a recurring pattern), spread over the patterns"),
+    "--env-retries": ("steering.env_retries", int, "times a steered run retries a task whose "
+                      "attempts all failed on the environment"),
+    "--top-up": ("steering.top_up", float, "dynamic sampling: when fewer than this share of the "
+                 "groups carry signal, roll out further tasks (0: off)"),
+    "--top-up-rounds": ("steering.top_up_rounds", int, "at most this many top-up rollouts per iteration"),
+    "--top-up-attempts": ("steering.top_up_attempts", float, "top-ups roll out at most this "
+                          "multiple of the batch's attempts in all"),
     "--lr": ("train.lr", float, "RL learning rate"),
     "--loss": ("algorithm.loss", str, LOSSES.help("policy loss")),
     "--aggregation": ("algorithm.aggregation", str, AGGREGATIONS.help(
@@ -129,6 +153,7 @@ class FlywheelOptions(PipelineOptions):
         POLICIES.get(config.policy.backend)
         config.algorithm.check()
         config.evaluation.k_values()
+        check_steering(config.steering)
         return config, explicit
 
 

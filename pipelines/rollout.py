@@ -1,8 +1,11 @@
 """The rollout pipeline of one iteration: the `Rollout` composite transform, a short chain of
 named Beam steps.
 
-    ReadTasks -> Expand(n_samples) -> Generate -> Execute -> Verify -> NormalizeRewards
-              -> FilterTrajectories -> WriteTables
+    ReadTasks [-> SampleByBudget] -> Expand(n_samples) -> Generate -> Execute -> Verify
+              -> NormalizeRewards -> FilterTrajectories [-> ScaleByDomain] -> WriteTables
+
+The bracketed steps run when the run asks for them: `[steering]` sampling, `[algorithm]
+domain_scale`.
 
 The held-out evaluation rides in the same pipeline (one greedy attempt per held-out task) and
 shares its Generate/Execute/Verify steps, so each iteration starts Beam once.
@@ -17,6 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.layout import RunLayout
+from flywheel.pipelines.steering_plan import SamplingPlan
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
@@ -28,7 +32,9 @@ from flywheel.transforms.filters import FilterTrajectories
 from flywheel.transforms.generate import Generate
 from flywheel.transforms.policy_model import PolicyModelHandler
 from flywheel.transforms.metrics import ComputeMetrics, heldout_values, train_values
+from flywheel.transforms.domain_scale import ScaleByDomain
 from flywheel.transforms.rewards import NormalizeRewards
+from flywheel.transforms.sample_by_budget import SampleByBudget
 from flywheel.transforms.tasks import ReadTasks, TaskRange
 from flywheel.transforms.verify import Verify
 from flywheel.transforms.write_tables import WriteTable
@@ -62,18 +68,24 @@ class Rollout(beam.PTransform):
     """One iteration's rollout: tasks in (from the domains' generators and the task files), the
     run's tables out. Returns the paths written, per table."""
 
-    def __init__(self, config: RunConfig, spec: IterationSpec, layout: RunLayout):
+    def __init__(self, config: RunConfig, spec: IterationSpec, layout: RunLayout,
+                 plan: SamplingPlan | None = None):
         super().__init__()
         self.config, self.spec, self.layout = config, spec, layout
+        self.plan = plan or SamplingPlan(task_ranges(config, spec.iteration))
 
     def expand(self, pbegin):
         config, spec, r = self.config, self.spec, self.config.rollout
         ids = dict(run_id=spec.run_id, iteration=spec.iteration, policy_version=spec.policy_version)
         read = pbegin | "ReadTasks" >> ReadTasks(
-            ranges=task_ranges(config, spec.iteration), patterns=r.task_files, seed=config.seed,
+            ranges=self.plan.ranges, patterns=r.task_files, seed=config.seed,
             max_prompt_bytes=MAX_PROMPT_BYTES)
         train_tasks, heldout_tasks = read["tasks"] | "BySplit" >> beam.Partition(
             lambda t, n: int(t.get("split") == "heldout"), 2)
+        steer_metrics = ()
+        if self.plan.sample:  # steered: the budget's and the sampler's choice of the candidates
+            sampled = train_tasks | "SampleByBudget" >> SampleByBudget(**self.plan.sample, **ids)
+            train_tasks, steer_metrics = sampled["tasks"], (sampled["metrics"],)
 
         train = train_tasks | "ExpandTrain" >> Expand(
             **ids, seed=config.seed, n_samples=r.n_samples, temperature=r.temperature, mode="train")
@@ -89,6 +101,10 @@ class Rollout(beam.PTransform):
         trajectories = (train_scored
                         | "NormalizeRewards" >> NormalizeRewards(config.algorithm)
                         | "FilterTrajectories" >> FilterTrajectories(r.filter_truncated))
+        if config.algorithm.domain_scale != "none":  # each domain's weight in the update, chosen
+            scaled = trajectories | "ScaleByDomain" >> ScaleByDomain(
+                config.algorithm, **ids, prior=self.plan.prior, shares=self.plan.shares)
+            trajectories, steer_metrics = scaled["attempts"], (*steer_metrics, scaled["metrics"])
         train_metrics = trajectories | "TrainMetrics" >> ComputeMetrics(train_values, **ids)
         heldout_metrics = heldout_scored | "HeldoutMetrics" >> ComputeMetrics(heldout_values, **ids)
         errors = ((read[ERRORS_TAG], *generate_errors)
@@ -100,7 +116,7 @@ class Rollout(beam.PTransform):
         return {
             "trajectories": (trajectories | "TrajectoryRows" >> beam.Map(Attempt.row)
                              | "WriteTrajectories" >> WriteTable(root, "trajectories", shards)),
-            "metrics": ((train_metrics, heldout_metrics) | "AllMetrics" >> beam.Flatten()
+            "metrics": ((train_metrics, heldout_metrics, *steer_metrics) | "AllMetrics" >> beam.Flatten()
                         | "WriteMetrics" >> WriteTable(root, "metrics", shards)),
             "errors": errors | "WriteErrors" >> WriteTable(root, "errors", shards),
         }
@@ -139,10 +155,10 @@ def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler):
 
 
 def run_rollout(config: RunConfig, spec: IterationSpec, layout: RunLayout,
-                options: PipelineOptions | None = None):
+                options: PipelineOptions | None = None, plan: SamplingPlan | None = None):
     """Run one iteration's rollout pipeline to completion; returns the PipelineResult."""
     pipeline = beam.Pipeline(options=options or PipelineOptions([]))
-    _ = pipeline | "Rollout" >> Rollout(config, spec, layout)
+    _ = pipeline | "Rollout" >> Rollout(config, spec, layout, plan)
     result = pipeline.run()
     result.wait_until_finish()
     return result

@@ -10,6 +10,9 @@ run directory beside it:
 - the share of attempts in zero-variance groups (no learning signal) and of filtered attempts
 - errors by kind per iteration
 - the trainer's loss, KL and grad norm (and its other statistics) where the run recorded them
+- per domain, where the run recorded `watch/*` metrics (pipelines/domain_watch.py): success,
+  entropy, kept share and share of the update, and the warnings (a domain diverging from the
+  others, an entropy collapse)
 
 and, where the run (or a `flywheel eval --out` dir) holds an `evaluations` table:
 
@@ -31,10 +34,12 @@ import html
 import io
 from dataclasses import dataclass
 
+import matplotlib
 from matplotlib.figure import Figure
 
 from flywheel.pipelines.layout import RunLayout
-from flywheel.reports.report import Evaluation, evaluations
+from flywheel.reports.report import (OTHERS, WATCH_CURVES, DomainWatch, Evaluation,
+                                     domain_watch, evaluations)
 from flywheel.schemas import TABLES, read_table
 
 ALL = "*"
@@ -165,6 +170,64 @@ def trainer_plot(tables: "CommittedTables") -> Plot | None:
     fig.tight_layout()
     return Plot("Trainer", "The policy update of each iteration (metrics `train/*`): " +
                 ", ".join(series) + ".", _png(fig))
+
+
+# -- domains -----------------------------------------------------------------------------------
+
+WATCH_AXES = {"watch/success": ("success (training pass rate)", True),
+              "watch/entropy": ("entropy of sampled tokens (nats/token)", False),
+              "watch/kept_frac": ("kept share (not filtered)", True),
+              "watch/update_share": ("share of the update", True)}
+
+
+def domains_plot(watch: DomainWatch) -> Plot:
+    """The four `watch/*` curves, a panel each, a line per shown domain (OTHERS in grey, all
+    domains in black) and one legend for the four."""
+    fig = Figure(figsize=(12, 7.5), layout="constrained")
+    colors = {d: matplotlib.colormaps["tab20"](i % 20) for i, d in enumerate(watch.shown)}
+    colors.update({OTHERS: "grey", ALL: "black"})
+    handles = {}
+    for ax, name in zip(fig.subplots(2, 2).flatten(), WATCH_CURVES):
+        ylabel, unit_range = WATCH_AXES[name]
+        for label, points in watch.curves[name].items():
+            line, = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                            markersize=3, color=colors[label],
+                            linewidth=2.5 if label == ALL else 1.5,
+                            linestyle="--" if label == OTHERS else "-")
+            handles.setdefault("all" if label == ALL else label, line)
+        ax.set_title(ylabel, fontsize=10)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        if unit_range:
+            ax.set_ylim(-0.02, 1.02)
+    fig.legend(list(handles.values()), list(handles), fontsize=8, loc="outside right upper",
+               frameon=False)
+    caption = ("Per domain and iteration, from the trajectories: share of training attempts that "
+               "passed; mean -logprob of the sampled tokens (an estimate of the policy's entropy); "
+               "share of attempts kept for the loss; share of the update (|advantage| x trained "
+               "tokens of the kept attempts). Black: all domains.")
+    if watch.others:
+        caption += (f" The {len(watch.shown)} domains with the most attempts are drawn alone; the "
+                    f"other {len(watch.others)} as one dashed line ({OTHERS}: their mean weighted "
+                    "by attempts, their sum for the update share).")
+    return Plot("Domains", caption, _png(fig))
+
+
+def _text(t: str) -> str:
+    return html.escape(t, quote=False)  # element text: quotes need no escaping
+
+
+def warnings_html(watch: DomainWatch) -> str:
+    """The section's list of the recorded warnings, or a line saying there are none."""
+    if not watch.warnings:
+        return "<p>No warnings: no domain diverged from the others and no entropy collapsed.</p>"
+    items = "\n".join(
+        f'<li>iteration {w["iteration"]}, {_text("all domains" if w["domain"] == ALL else w["domain"])}'
+        f': <strong>{_text(w["kind"])}</strong>, {_text(w["text"])}</li>' for w in watch.warnings)
+    return (f"<h3>Warnings</h3><p>{len(watch.warnings)} recorded (metrics "
+            f'<code>watch/warning_*</code>; run.log has each one\'s figures).</p>\n'
+            f'<ul class="domain-warnings">\n{items}\n</ul>')
 
 
 # -- evaluations -------------------------------------------------------------------------------
@@ -327,10 +390,10 @@ class CommittedTables:
         return self.con.execute(sql, params or []).fetchall()
 
 
-def _plot_section(p: Plot) -> str:
+def _plot_section(p: Plot, after: str = "") -> str:
     return (f'<section><h2>{html.escape(p.title)}</h2><p>{html.escape(p.caption)}</p>'
             f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,'
-            f'{base64.b64encode(p.png).decode()}"></section>')
+            f'{base64.b64encode(p.png).decode()}">{after}</section>')
 
 
 def render_report(run_dir: str) -> tuple[str, list[Plot]]:
@@ -344,6 +407,11 @@ def render_report(run_dir: str) -> tuple[str, list[Plot]]:
         if trainer:
             plots.append(trainer)
     sections = [_plot_section(p) for p in plots]
+    watch = domain_watch(tables.rows("SELECT iteration, domain, name, value FROM metrics "
+                                     "WHERE name LIKE 'watch/%' ORDER BY 1, 2, 3"))
+    if watch:
+        plots.append(domains_plot(watch))
+        sections.append(_plot_section(plots[-1], warnings_html(watch)))
     if evals:
         curves, grid = eval_curves_plot(evals), ablation_plot(evals)
         plots.append(curves)
@@ -368,6 +436,7 @@ section {{ margin-bottom: 2.5em; }} img {{ max-width: 100%; }} p {{ color: #555;
 table {{ border-collapse: collapse; font-size: 0.85em; }}
 th, td {{ border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }}
 td:nth-child(-n+2), th:nth-child(-n+2) {{ text-align: left; }}
+.domain-warnings strong {{ color: #b00; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 <p>{intro}; drawn

@@ -1,5 +1,6 @@
-"""Summaries of a run for people: the held-out pass@1 table, and its evaluations summarized
-(`evaluations`: one `Evaluation` per iteration and evaluation name, for the HTML report)."""
+"""Summaries of a run for people: the held-out pass@1 table, its evaluations summarized
+(`evaluations`: one `Evaluation` per iteration and evaluation name) and its per-domain watch
+(`domain_watch`: the `watch/*` metrics as curves and warnings), for the HTML report."""
 
 from __future__ import annotations
 
@@ -111,3 +112,72 @@ def _recorded_ks(layout: RunLayout, iteration: int, notes: list[str]) -> dict[st
         if m:
             ks.setdefault(m.group(2), set()).add(int(m.group(1)))
     return {name: sorted(k) for name, k in ks.items()}
+
+
+# -- the per-domain watch (pipelines/domain_watch.py), summarized for the HTML report ------------
+
+WATCH_CURVES = ("watch/success", "watch/entropy", "watch/kept_frac", "watch/update_share")
+OTHERS = "others"
+WARNING = "watch/warning_"  # domain_watch.warning_rows's names
+Points = list[tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class DomainWatch:
+    """A run's `watch/*` metrics as the report draws them: `curves[name][label]` are the points
+    (iteration, value) of each shown domain, of OTHERS (the rest, pooled) and of '*'; `warnings`
+    are the recorded ones, {iteration, domain, kind, text}, in order."""
+    shown: list[str]
+    others: list[str]
+    curves: dict[str, dict[str, Points]]
+    warnings: list[dict]
+
+
+def domain_watch(rows: list[tuple], top: int = 12) -> DomainWatch | None:
+    """From metrics rows (iteration, domain, name, value), the `watch/*` ones; None if none.
+
+    The `top` domains by attempts (their `watch/attempt_share` summed over iterations; ties by
+    name) are drawn each on its own; the rest as one OTHERS line, their mean weighted by their
+    attempt share (for `watch/update_share`, their sum), so a run of 60 domains stays legible."""
+    from flywheel.pipelines.domain_watch import ALL, KINDS
+    values: dict[tuple[str, str], dict[int, float]] = {}
+    for iteration, domain, name, value in rows:
+        if name.startswith("watch/") and value is not None:
+            values.setdefault((name, domain), {})[int(iteration)] = float(value)
+    if not values:
+        return None
+    domains = sorted({d for _, d in values} - {ALL})
+    attempts = {d: sum(values.get(("watch/attempt_share", d), {}).values()) for d in domains}
+    ranked = sorted(domains, key=lambda d: (-attempts[d], d))
+    shown, others = ranked[:top], ranked[top:]
+    curves = {}
+    for name in WATCH_CURVES:
+        lines = {d: sorted(values[(name, d)].items()) for d in shown if (name, d) in values}
+        pooled = _pooled(values, name, others)
+        if pooled:
+            lines[OTHERS] = pooled
+        if name != "watch/update_share" and (name, ALL) in values:  # '*' is 1 there
+            lines[ALL] = sorted(values[(name, ALL)].items())
+        curves[name] = lines
+    warnings = sorted(({"iteration": k, "domain": d, "kind": kind, "text": KINDS.get(kind, kind)}
+                       for (name, d), points in values.items() if name.startswith(WARNING)
+                       for kind in [name[len(WARNING):]] for k, v in points.items() if v > 0),
+                      key=lambda w: (w["iteration"], w["domain"], w["kind"]))
+    return DomainWatch(shown, others, curves, warnings)
+
+
+def _pooled(values: dict, name: str, domains: list[str]) -> Points:
+    """`domains` as one line of `name`: per iteration, their attempt-share-weighted mean (the sum,
+    for the update share)."""
+    by_iteration: dict[int, list[tuple[float, float]]] = {}
+    for d in domains:
+        shares = values.get(("watch/attempt_share", d), {})
+        for k, v in values.get((name, d), {}).items():
+            by_iteration.setdefault(k, []).append((v, shares.get(k, 1.0)))
+    out = []
+    for k, pairs in sorted(by_iteration.items()):
+        if name == "watch/update_share":
+            out.append((k, sum(v for v, _ in pairs)))
+        elif sum(w for _, w in pairs) > 0:
+            out.append((k, sum(v * w for v, w in pairs) / sum(w for _, w in pairs)))
+    return out

@@ -1,0 +1,91 @@
+"""SampleByBudget: an iteration's training tasks chosen from its candidates, by budget and sampler.
+
+    candidates -> per domain: classify (sampler, history) -> quotas (budget over the domains
+    present) -> select (steering/samplers.py) -> the chosen tasks, and `steer/*` metrics rows
+
+Candidates are the tasks ReadTasks produced: a generated domain's fresh window and the earlier
+tasks the driver asked to revisit, a task file's every training task. Only (domain, task id)
+pairs travel to the per-domain selection; the tasks themselves are joined back by id, so a large
+task (a repository snapshot) is never grouped. The quotas are computed from the domains present,
+so a domain known only from a task file gets its share like a built-in one.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from flywheel.steering.budgets import Budget, quotas
+from flywheel.steering.history import TaskStats
+from flywheel.steering.samplers import SAMPLERS, Policy, select
+from flywheel.transforms.errors import count, now
+
+
+class SampleByBudget(beam.PTransform):
+    """Tasks in, the chosen tasks out (main output) plus `metrics` rows (tag "metrics").
+
+    `attempts`: training attempts of the iteration (0: `tasks_per_domain` x `n_samples` per
+    domain present); `history`: task id -> TaskStats of the candidates seen before."""
+
+    def __init__(self, *, sampler: str, policy: Policy, budget: Budget, attempts: int,
+                 tasks_per_domain: int, n_samples: int, seed: int, history: dict[str, TaskStats],
+                 run_id: str, iteration: int, policy_version: int):
+        super().__init__()
+        SAMPLERS.get(sampler)  # fail at construction on an unknown name
+        self.sampler, self.policy, self.budget = sampler, policy, budget
+        self.attempts, self.tasks_per_domain, self.n_samples = attempts, tasks_per_domain, n_samples
+        self.seed, self.history = seed, {k: v.to_tuple() for k, v in history.items()}
+        self.ids = dict(run_id=run_id, iteration=iteration, policy_version=policy_version)
+
+    def domain_quotas(self, domains: list[str]) -> dict[str, int]:
+        tasks = (self.attempts // max(1, self.n_samples) if self.attempts
+                 else self.tasks_per_domain * len(domains))
+        return quotas(self.budget.shares(domains), tasks)
+
+    def _select(self, kv, domains, history):
+        domain, task_ids = kv
+        shares = self.budget.shares(domains)
+        quota = self.domain_quotas(domains).get(domain, 0)
+        sampler = SAMPLERS.get(self.sampler)()
+        candidates = [sampler.classify(t, TaskStats(*history[t]) if t in history else None,
+                                       self.policy) for t in sorted(set(task_ids))]
+        chosen = select(candidates, quota, sampler.class_quotas(quota, self.policy),
+                        self.seed, self.ids["iteration"])
+        count("steer_selected", len(chosen))
+        for c in chosen:
+            yield (domain, c.task_id), c.klass
+        figures = {"steer/planned_share": shares.get(domain, 0.0), "steer/quota": quota,
+                   "steer/candidates": len(candidates), "steer/selected": len(chosen),
+                   "steer/shortfall": max(0, quota - len(chosen))}
+        for klass in sorted({c.klass for c in candidates}):
+            figures[f"steer/candidates_{klass}"] = sum(c.klass == klass for c in candidates)
+            figures[f"steer/selected_{klass}"] = sum(c.klass == klass for c in chosen)
+        for name, value in figures.items():
+            yield beam.pvalue.TaggedOutput("metrics", {
+                **self.ids, "domain": domain, "name": name, "value": float(value),
+                "created_at": now()})
+
+    def expand(self, tasks):
+        keyed = tasks | "ById" >> beam.Map(lambda t: ((t["domain"], t["task_id"]), t))
+        per_domain = (keyed
+                      | "Ids" >> beam.Map(lambda kv: kv[0])
+                      | "ByDomain" >> beam.GroupByKey())
+        domains = (per_domain
+                   | "Domain" >> beam.Map(lambda kv: kv[0])
+                   | "Domains" >> beam.combiners.ToList()
+                   | "Sorted" >> beam.Map(sorted))
+        history = (tasks.pipeline | "History" >> beam.Create(sorted(self.history.items())))
+        selected = per_domain | "Select" >> beam.ParDo(
+            _Select(self), beam.pvalue.AsSingleton(domains),
+            beam.pvalue.AsDict(history)).with_outputs("metrics", main="chosen")
+        joined = ({"task": keyed, "chosen": selected.chosen} | "Join" >> beam.CoGroupByKey())
+        chosen = joined | "Chosen" >> beam.FlatMap(
+            lambda kv: kv[1]["task"] if kv[1]["chosen"] else [])
+        return {"tasks": chosen, "metrics": selected.metrics}
+
+
+class _Select(beam.DoFn):
+    def __init__(self, owner: SampleByBudget):
+        self.owner = owner
+
+    def process(self, kv, domains, history):
+        yield from self.owner._select(kv, domains, history)
