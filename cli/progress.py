@@ -65,6 +65,17 @@ class RunProgress:
             shown = " ".join(f"{k} {v:.3f}" for k, v in (every[0] if every else {}).items()
                              if (k.startswith("pass@") or k.startswith("greedy")) and v is not None)
             self._print(f"  evaluation of policy {data['iteration']}: {shown}")
+        elif name == "top_up_begin":  # pipelines/top_up.py
+            self.progress.update(self.task, description=f"iteration {data['iteration']}: top-up "
+                                                        f"{data['round']}")
+            self._note(f"iteration {data['iteration']}: top-up {data['round']} of {data['tasks']} "
+                       f"tasks ({data['signal']} of {data['target']} groups with signal)")
+        elif name == "top_up_end":
+            self._print(f"  top-up: {data['top_up_rounds']} rounds, {data['top_up_attempts']} "
+                        f"attempts (x{data['top_up_attempt_ratio']:.2f} the batch); groups with "
+                        f"signal {data['signal_groups_before']} -> {data['signal_groups_after']} "
+                        f"of {data['signal_groups_target']} wanted"
+                        + ("" if data["top_up_filled"] else " [yellow](not filled)[/]"))
         elif name == "domain_warning":  # domain_watch.warnings: its message names the domain
             self._print(f"[bold yellow]warning:[/] iteration {data['iteration']}, "
                         f"{escape(data['kind'])}: {escape(data['message'])}")

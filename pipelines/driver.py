@@ -23,6 +23,7 @@ from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout, task_ranges
 from flywheel.pipelines.steering_plan import plan_iteration
+from flywheel.pipelines.top_up import top_up
 from flywheel.pipelines.run_sandbox import not_for_a_run_to_choose
 from flywheel.schemas import SCHEMA_VERSION, TABLES
 from flywheel.trainer.checkpoint import save_checkpoint
@@ -192,6 +193,9 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
         event("rollout_begin", {"iteration": k})
         result = run_rollout(config, spec, layout, options, plan)
         counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
+        if config.steering.top_up > 0:  # dynamic sampling: more tasks while signal is short
+            top_up(config, layout, k, plan, lambda p: run_rollout(config, spec, layout, options, p),
+                   event)
         watch_domains(layout, info, k, event)
         rollout_s, rollout_rss = time.time() - started, peak_rss_mb()
         event("train_begin", {"iteration": k})

@@ -112,14 +112,17 @@ class Rollout(beam.PTransform):
                   | "StampErrors" >> beam.Map(
                       lambda e: {**e, "run_id": spec.run_id, "iteration": spec.iteration}))
 
-        root, shards = self.layout.root, r.shards
-        return {
+        root, shards, prefix = self.layout.root, r.shards, self.plan.prefix
+        written = {
             "trajectories": (trajectories | "TrajectoryRows" >> beam.Map(Attempt.row)
-                             | "WriteTrajectories" >> WriteTable(root, "trajectories", shards)),
-            "metrics": ((train_metrics, heldout_metrics, *steer_metrics) | "AllMetrics" >> beam.Flatten()
-                        | "WriteMetrics" >> WriteTable(root, "metrics", shards)),
-            "errors": errors | "WriteErrors" >> WriteTable(root, "errors", shards),
+                             | "WriteTrajectories" >> WriteTable(root, "trajectories", shards, prefix)),
+            "errors": errors | "WriteErrors" >> WriteTable(root, "errors", shards, prefix),
         }
+        if not self.plan.top_up:  # a top-up's attempts are counted by the driver, once, in its rows
+            written["metrics"] = ((train_metrics, heldout_metrics, *steer_metrics)
+                                  | "AllMetrics" >> beam.Flatten()
+                                  | "WriteMetrics" >> WriteTable(root, "metrics", shards))
+        return written
 
 
 def policy_args(config: RunConfig, checkpoint_uri: str | None) -> dict:

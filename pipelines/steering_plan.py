@@ -42,6 +42,8 @@ class SamplingPlan:
     summary: dict = field(default_factory=dict)
     prior: dict | None = None                      # ScaleByDomain's running statistics so far
     shares: dict | None = None                     # and its target shares (the budget's, if set)
+    prefix: str = "part"                           # the written files' prefix (top-ups: their own)
+    top_up: bool = False                           # a top-up rollout: no metrics of its own
 
 
 def budget_of(s: SteeringSettings) -> Budget:

@@ -24,16 +24,19 @@ class SampleByBudget(beam.PTransform):
     """Tasks in, the chosen tasks out (main output) plus `metrics` rows (tag "metrics").
 
     `attempts`: training attempts of the iteration (0: `tasks_per_domain` x `n_samples` per
-    domain present); `history`: task id -> TaskStats of the candidates seen before."""
+    domain present); `history`: task id -> TaskStats of the candidates seen before; `exclude`:
+    task ids that are no candidates (a top-up's: those the iteration has trained on already)."""
 
     def __init__(self, *, sampler: str, policy: Policy, budget: Budget, attempts: int,
                  tasks_per_domain: int, n_samples: int, seed: int, history: dict[str, TaskStats],
-                 run_id: str, iteration: int, policy_version: int):
+                 run_id: str, iteration: int, policy_version: int,
+                 exclude: frozenset[str] = frozenset()):
         super().__init__()
         SAMPLERS.get(sampler)  # fail at construction on an unknown name
         self.sampler, self.policy, self.budget = sampler, policy, budget
         self.attempts, self.tasks_per_domain, self.n_samples = attempts, tasks_per_domain, n_samples
         self.seed, self.history = seed, {k: v.to_tuple() for k, v in history.items()}
+        self.exclude = frozenset(exclude)
         self.ids = dict(run_id=run_id, iteration=iteration, policy_version=policy_version)
 
     def domain_quotas(self, domains: list[str]) -> dict[str, int]:
@@ -65,7 +68,10 @@ class SampleByBudget(beam.PTransform):
                 "created_at": now()})
 
     def expand(self, tasks):
-        keyed = tasks | "ById" >> beam.Map(lambda t: ((t["domain"], t["task_id"]), t))
+        exclude = self.exclude
+        keyed = (tasks
+                 | "NotExcluded" >> beam.Filter(lambda t: t["task_id"] not in exclude)
+                 | "ById" >> beam.Map(lambda t: ((t["domain"], t["task_id"]), t)))
         per_domain = (keyed
                       | "Ids" >> beam.Map(lambda kv: kv[0])
                       | "ByDomain" >> beam.GroupByKey())
