@@ -248,8 +248,9 @@ def _pass_at(summary: dict) -> list[int]:
 
 def eval_curves_plot(evals: list[Evaluation]) -> Plot | None:
     """Greedy pass@1 and pass@k over the evaluated iterations, a panel per domain; of the
-    evaluation name evaluated at the most iterations (ties: the name sorted first)."""
-    if not evals:
+    evaluation name evaluated at the most iterations (ties: the name sorted first). None when no
+    evaluation was made at two iterations or more: one point is no curve (the tables show it)."""
+    if len({e.iteration for e in evals}) < 2:
         return None
     counts: dict[str, int] = {}
     for e in evals:
@@ -414,8 +415,10 @@ def render_report(run_dir: str) -> tuple[str, list[Plot]]:
         sections.append(_plot_section(plots[-1], warnings_html(watch)))
     if evals:
         curves, grid = eval_curves_plot(evals), ablation_plot(evals)
-        plots.append(curves)
-        sections += [_plot_section(curves), scaling_section(evals)]
+        if curves:
+            plots.append(curves)
+            sections.append(_plot_section(curves))
+        sections.append(scaling_section(evals))
         if grid:
             plots.append(grid)
             sections.append(_plot_section(grid))
