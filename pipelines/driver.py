@@ -105,9 +105,11 @@ def ensure_initial_policy(layout: RunLayout, config: RunConfig, event: Event) ->
     from flywheel.pipelines.warm_start import warm_start
     event("warm_start_begin", {"max_steps": config.warm_start.max_steps})
     started = time.time()
-    policy, report = warm_start(config, progress=lambda step, s: event("warm_start_step",
-                                                                        {"step": step, **s}))
-    save_checkpoint(uri, policy, None, {"policy_version": 0, "warm_start": report})
+    policy, report, optimizer = warm_start(config, progress=lambda step, s: event(
+        "warm_start_step", {"step": step, **s}))
+    carried = optimizer if config.warm_start.carry_optimizer else None
+    save_checkpoint(uri, policy, carried, {"policy_version": 0, "warm_start": report,
+                                           "optimizer_carried": carried is not None})
     layout.write_json(layout.initial_marker(), {"seconds": time.time() - started, **report})
     event("warm_start_end", {"seconds": time.time() - started, **report})
     return uri

@@ -28,6 +28,16 @@ from flywheel.trainer.policies.hf.named_models import NAMED_MODELS
 
 LIST = None  # type of a flag whose value is a comma-separated list of strings
 
+
+def boolean(text: str) -> bool:
+    """A flag's true/false (also yes/no, on/off, 1/0); argparse names the flag when it is neither."""
+    value = {"true": True, "yes": True, "on": True, "1": True,
+             "false": False, "no": False, "off": False, "0": False}.get(str(text).strip().lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value
+
+
 RUN_FLAGS = {
     "--iterations": ("iterations", int, "iterations to complete (a resumed run continues to this many)"),
     "--seed": ("seed", int, "seed of every random choice in the run"),
@@ -72,6 +82,9 @@ RUN_FLAGS = {
                          "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128; "
                          "quote a value that holds commas: system_prompt=\"Be brief, exact.\""),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
+    "--carry-optimizer": ("warm_start.carry_optimizer", boolean, "true (default): the first RL "
+                          "update continues the warm start's Adam moments; false: a fresh Adam, "
+                          "whose first step moves every weight by about the learning rate"),
     "--eval-every": ("evaluation.every", int, "evaluate the policy every N iterations and after the "
                      "last (flywheel eval: pass@k, maj@N, best-of-N into the evaluations table; 0: never)"),
     "--eval-n": ("evaluation.n", int, "samples per held-out task in those evaluations"),

@@ -56,7 +56,10 @@ def demonstrated(policy, domain, task: dict, rng,
 
 
 def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None = None):
-    """Train a fresh policy on demonstrations; returns (policy, report dict)."""
+    """Train a fresh policy on demonstrations; returns (policy, report dict, optimizer). The
+    optimizer's state goes into the initial checkpoint when `warm_start.carry_optimizer`, so the
+    first RL update continues Adam's moments instead of starting them afresh (a fresh Adam moves
+    every weight by about the learning rate on its first step, whatever the gradient's size)."""
     ws, seed = config.warm_start, config.seed
     torch.manual_seed(seed)
     device = pick_device()
@@ -66,7 +69,8 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
     if not domains or ws.max_steps == 0:
         policy.module.eval()
         return policy, {"steps": 0, "validation_pass@1": {}, "history": [],
-                       "skipped": "no domain with demonstrations" if ws.max_steps else "max_steps=0"}
+                        "skipped": "no domain with demonstrations" if ws.max_steps else "max_steps=0"
+                        }, None
     validation = [d.make_task("train", VALIDATION_OFFSET + i, seed)
                   for d in domains for i in range(ws.eval_tasks)]
     rng = random.Random(f"{seed}:warm_start")
@@ -98,4 +102,4 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
             if mean >= ws.target_mean_pass:
                 break
     policy.module.eval()
-    return policy, {"steps": step, "validation_pass@1": pass_rates, "history": history}
+    return policy, {"steps": step, "validation_pass@1": pass_rates, "history": history}, optimizer
