@@ -17,6 +17,11 @@ A `.yaml`/`.yml` file holds the same keys, nested as YAML mappings.
     advantage = "grpo"
     credit = "outcome"
 
+    [steering]                       # how attempts are spread over domains and tasks
+    sampler = "curriculum"
+    weights = ["add=2"]
+    floor = 0.05
+
     [beam]                           # any Beam pipeline option, by its name
     direct_running_mode = "multi_processing"
     direct_num_workers = 2

@@ -113,6 +113,9 @@ RUN_FLAGS = {
     "--top-up-rounds": ("steering.top_up_rounds", int, "at most this many top-up rollouts per iteration"),
     "--top-up-attempts": ("steering.top_up_attempts", float, "top-ups roll out at most this "
                           "multiple of the batch's attempts in all"),
+    "--domain-scale": ("algorithm.domain_scale", str, "per-domain advantage scaling: none, or "
+                       "running (each domain's share of the update is its budget share, by "
+                       "running statistics of its advantages; not its size or reward scale)"),
     "--lr": ("train.lr", float, "RL learning rate"),
     "--loss": ("algorithm.loss", str, LOSSES.help("policy loss")),
     "--aggregation": ("algorithm.aggregation", str, AGGREGATIONS.help(
