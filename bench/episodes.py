@@ -2,7 +2,7 @@
 
     python bench/episodes.py [--part speed|learn|all] [--episodes 256] [--iterations 8]
                              [--warm-start-steps 150] [--lr 1e-4] [--credit outcome|turn]
-                             [--kl-coef 0]
+                             [--kl-coef 0] [--carry-optimizer true|false]
 
 speed: the same episodes (fix_function, 3 turns, the same policy and seeds) three ways, side by
 side in one process: one episode at a time (sample a turn, run its tool, next turn), turn-batched
@@ -113,7 +113,7 @@ def speed(n: int, console: Console) -> None:
 
 
 def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: float = 1e-4,
-          credit: str = "outcome", kl_coef: float = 0.0) -> None:
+          credit: str = "outcome", kl_coef: float = 0.0, carry_optimizer: str = "true") -> None:
     from flywheel.domains.registry import get_domain
     from flywheel.pipelines.layout import RunLayout
     from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
@@ -123,7 +123,7 @@ def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: fl
                "--iterations", str(iterations), "--domains", ",".join(DOMAINS), "--max-turns", "3",
                "--tasks-per-domain", "32", "--n-samples", "8", "--heldout-per-domain", "100",
                "--warm-start-max-steps", str(warm_start_steps), "--lr", str(lr), "--credit", credit,
-               "--kl-coef", str(kl_coef)]
+               "--kl-coef", str(kl_coef), "--carry-optimizer", carry_optimizer]
     console.print(" ".join(command[2:]))
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -158,12 +158,16 @@ def main() -> None:
                         help="outcome: one advantage per episode; turn: each turn's own")
     parser.add_argument("--kl-coef", type=float, default=0.0,
                         help="weight of KL to the warm-started policy (0: none)")
+    parser.add_argument("--carry-optimizer", choices=("true", "false"), default="true",
+                        help="the first RL update continues the warm start's Adam moments (true) "
+                             "or starts a fresh Adam (false, as before 2026-12-06)")
     args = parser.parse_args()
     console = Console()
     if args.part in ("speed", "all"):
         speed(args.episodes, console)
     if args.part in ("learn", "all"):
-        learn(args.iterations, console, args.warm_start_steps, args.lr, args.credit, args.kl_coef)
+        learn(args.iterations, console, args.warm_start_steps, args.lr, args.credit, args.kl_coef,
+              args.carry_optimizer)
 
 
 if __name__ == "__main__":
