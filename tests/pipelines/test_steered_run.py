@@ -67,3 +67,28 @@ def test_budget_quotas_cover_built_in_and_task_file_domains_and_a_rerun_selects_
     (run / "iterations" / "1" / "_COMMITTED").unlink()  # as if killed before the commit
     run_iterations(str(run), config)
     assert query(str(run), sql)[1] == first
+
+
+def test_the_curriculum_offers_band_tasks_of_a_generated_domain_again(tmp_path):
+    from flywheel.schemas import TABLES
+    from flywheel.transforms.write_tables import write_parquet
+    rows = []
+    for index, passes in ((3, 2), (5, 4), (9, 0)):  # 2/4 and 4/4 ... band is 0.2..0.8: only task 3
+        task = f"add-train-{index:06d}"
+        for i in range(4):
+            row = dict.fromkeys(TABLES["trajectories"].names)
+            row.update(run_id="r", iteration=0, domain="add", task_id=task, group_id=task,
+                       sample_index=i, policy_version=0, prompt="q", response="a",
+                       verdict="pass" if i < passes else "fail", filtered=False)
+            rows.append(row)
+    write_parquet(f"{tmp_path}/tables/trajectories/iteration=0/domain=add/part-00000.parquet",
+                  "trajectories", rows)
+    config = RunConfig.from_dict({**tiny_config(domains=("add",)).to_dict(),
+                                  "steering": {"sampler": "curriculum"}})
+    plan = plan_iteration(config, RunLayout(str(tmp_path)), 1, task_ranges(config, 1))
+    train = [r for r in plan.ranges if r.split == "train"]
+    window = train[0]
+    assert (window.start, window.stop) == (4, 8)  # iteration 1's fresh window of 4 tasks
+    assert [(r.start, r.stop) for r in train[1:]] == [(3, 4)]  # the band task, offered again
+    assert set(plan.sample["history"]) == {"add-train-000003"}
+    assert plan.summary["revisits_offered"] == {"add": 1}
