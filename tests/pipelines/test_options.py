@@ -35,6 +35,13 @@ def test_flywheel_flags_and_beam_flags_parse_together():
     (["--sandbox-options", "runsc"], "not KEY=VALUE"),
     (["--sandbox", "nope"], "unknown sandbox backend 'nope'"),
     (["--sandbox-options", "runtime=runsc"], "'local' does not take the options \\['runtime'\\]"),
+    (["--sampler", "nope"], "unknown sampler 'nope'"),
+    (["--band", "0.9,0.1"], "steering.band"),
+    (["--domain-weights", "add"], "steering.weights item 'add' is not KEY=VALUE"),
+    (["--tier-shares", "a=0.8,b=0.5"], "more than 1"),
+    (["--domain-floor", "1.5"], "steering.floor"),
+    (["--top-up", "1.5"], "steering.top_up"),
+    (["--domain-scale", "nope"], "unknown domain_scale 'nope'"),
 ])
 def test_a_bad_setting_is_refused_before_anything_runs(argv, message):
     with pytest.raises((KeyError, ValueError), match=message):
