@@ -50,6 +50,7 @@ class WarmStartSettings:
     eval_tasks: int = 100                 # per domain, from a validation range of the train split
     target_mean_pass: float = 0.3         # stop once greedy pass@1, averaged over domains, reaches this
     carry_optimizer: bool = True          # the first RL update continues the warm start's Adam moments
+    domain_target: float = 0.0            # > 0: each domain warms until its pass@1 reaches this (else the mean rule)
 
 
 @dataclass(frozen=True)

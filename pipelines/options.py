@@ -82,6 +82,10 @@ RUN_FLAGS = {
                          "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128; "
                          "quote a value that holds commas: system_prompt=\"Be brief, exact.\""),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
+    "--warm-start-domain-target": ("warm_start.domain_target", float, "> 0: each domain is "
+                                   "warm-started until its validation pass@1 reaches this (then it "
+                                   "keeps a tenth of the demonstrations) instead of stopping at "
+                                   "a mean over domains"),
     "--carry-optimizer": ("warm_start.carry_optimizer", boolean, "true (default): the first RL "
                           "update continues the warm start's Adam moments; false: a fresh Adam, "
                           "whose first step moves every weight by about the learning rate"),

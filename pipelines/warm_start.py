@@ -5,6 +5,12 @@ demonstrations. How long is decided by measurement (FIELD_NOTES): every `eval_ev
 pass@1 is measured on a validation range of the *training* split (the held-out split is never
 looked at), and the warm start stops once the mean over domains reaches `target_mean_pass`,
 leaving headroom for RL.
+
+With `domain_target` > 0 the stop is per domain instead: a domain whose validation pass@1 has
+reached the target retires (it keeps `RETIRED_SHARE` of the demonstrations, so it is not
+forgotten while the others catch up) and the warm start ends once every domain has. A mean
+target lets one easy domain carry the mean while another starts RL at zero (no signal) and a
+third starts saturated (no headroom); per-domain targets start every domain where RL has both.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from flywheel.transforms.turn import observation_ids
 VALIDATION_OFFSET = 10_000_000   # validation tasks: train split, an index range rollouts never reach
 DEMONSTRATION_OFFSET = 20_000_000
 ADAMW_BETAS, ADAMW_WEIGHT_DECAY = (0.9, 0.999), 0.0  # AdamW's defaults (RL uses TrainConfig's)
+RETIRED_SHARE = 0.1  # of each batch's demonstrations, for the domains past their target
 
 
 def has_demonstrations(domain, seed: int) -> bool:
@@ -55,6 +62,14 @@ def demonstrated(policy, domain, task: dict, rng,
     return ids, mask
 
 
+def _pick(domains: list, retired: set[str], rng: random.Random):
+    """A domain for one demonstration: one still short of its target, or (RETIRED_SHARE of the
+    time, or when none is short) one that has reached it."""
+    active = [d for d in domains if d.name not in retired]
+    done = [d for d in domains if d.name in retired]
+    return rng.choice(done if not active or (done and rng.random() < RETIRED_SHARE) else active)
+
+
 def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None = None):
     """Train a fresh policy on demonstrations; returns (policy, report dict, optimizer). The
     optimizer's state goes into the initial checkpoint when `warm_start.carry_optimizer`, so the
@@ -76,11 +91,11 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
     rng = random.Random(f"{seed}:warm_start")
     context = policy.context
     limits = TurnLimits.from_settings(config.rollout.max_turns, config.rollout.domain_max_turns)
-    history, step, pass_rates = [], 0, {}
+    history, step, pass_rates, retired = [], 0, {}, set()
     for step in range(1, ws.max_steps + 1):
         prompts, answers, masks = [], [], []
         for _ in range(ws.batch_size):
-            domain = rng.choice(domains)
+            domain = rng.choice(domains) if not retired else _pick(domains, retired, rng)
             task = domain.make_task("train", DEMONSTRATION_OFFSET + rng.randrange(10**6), seed)
             answer, mask = demonstrated(policy, domain, task, rng, limits)
             answer, mask = answer[: context // 2], mask[: context // 2]
@@ -99,7 +114,11 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
             history.append({"step": step, "loss": loss, **pass_rates})
             if progress:
                 progress(step, {"loss": loss, **pass_rates})
-            if mean >= ws.target_mean_pass:
+            if ws.domain_target > 0:
+                retired |= {d for d, rate in pass_rates.items() if rate >= ws.domain_target}
+                if len(retired) >= len(domains):
+                    break
+            elif mean >= ws.target_mean_pass:
                 break
     policy.module.eval()
     return policy, {"steps": step, "validation_pass@1": pass_rates, "history": history}, optimizer
