@@ -2,7 +2,9 @@
 
 "expr 14:" -> "3*4+2". Many answers are right, which is where RL beats imitation: the verifier
 runs the response as Python and accepts any arithmetic expression with a binary operator whose
-printed value is the target.
+printed value is the target and in which the target itself does not appear: "14*1" or "14+0"
+copies the answer rather than computing it (the run of 2026-12-04 learned exactly that shortcut
+for 256 of its 300 held-out answers), so it scores 0, and what RL can teach is arithmetic.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.BitAnd: operator.and_,
            ast.MatMult: operator.matmul}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg, ast.Invert: operator.invert, ast.Not: operator.not_}
+TARGETS = 100     # targets 0..99: two-digit arithmetic, which the tiny policy can learn to compute
 MAX_BITS = 20_000  # an integer past this prints over 4,300 digits, which Python refuses to print
 
 
@@ -46,6 +49,16 @@ def arithmetic_shape(response: str) -> tuple[bool, bool]:
                      for n in nodes)
     has_operator = any(isinstance(n, ast.BinOp) and isinstance(n.op, _OPERATORS) for n in nodes)
     return arithmetic, has_operator
+
+
+def copies_target(response: str, target: int) -> bool:
+    """Whether a number in the response's syntax tree equals the target ("14*1", "0+14", "14.0-0"
+    for 14): such an expression copies the answer instead of computing it."""
+    tree = parse_python(expression_source(response), mode="eval")
+    if tree is None:
+        return False
+    return any(isinstance(n, ast.Constant) and type(n.value) in (int, float) and n.value == target
+               for n in ast.walk(tree))
 
 
 def _value(node: ast.AST):
@@ -82,30 +95,35 @@ class PythonExpression(Domain):
     name = "pyexpr"
     verifier = "python_output"
     sandbox = SandboxNeeds()
-    description = "expr N: -> a Python arithmetic expression (at least one operator) equal to N"
+    description = ("expr N: -> a Python arithmetic expression (at least one operator) equal to N, "
+                   "in which N itself does not appear")
     max_new_tokens = 10
 
     def sample_task(self, rng: random.Random) -> dict:
-        target = rng.randrange(1000)
+        target = rng.randrange(TARGETS)
         return {"prompt": f"expr {target}:", "answer": str(target)}
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
+        """A sum, a difference or a product equal to N, none of whose numbers is N itself."""
         n = int(task["answer"])
-        kind = rng.choices(("add", "sub", "mul", "identity"), weights=(3, 3, 3, 1))[0]
-        if kind == "identity":
-            return rng.choice((f"{n}+0", f"{n}*1", f"{n}-0", f"0+{n}"))
+        divisors = [d for d in range(2, 10) if n % d == 0 and d != n]
+        kinds = ("add", "sub", "mul") if divisors and n > 1 else ("sub",) if n < 2 else ("add", "sub")
+        kind = rng.choice(kinds)
         if kind == "add":
-            b = rng.randint(0, n)
+            b = rng.randint(1, n - 1)
             return f"{n - b}+{b}"
         if kind == "sub":
-            b = rng.randint(0, 30)
+            b = rng.choice([b for b in range(1, 31) if b != n])
             return f"{n + b}-{b}"
-        divisors = [d for d in range(1, 10) if n % d == 0]
         d = rng.choice(divisors)
         return f"{n // d}*{d}"
 
     def answer_key(self, task: dict, response: str) -> str | None:
-        """The value the expression prints ("3*4+2" and "10+4" -> "14"), as `python_output` reads it."""
+        """The value the expression prints ("3*4+2" and "10+4" -> "14"), as `python_output` reads it;
+        None for an expression that copies the target ("14*1"), which it scores 0."""
+        target = str(task.get("answer", "")).strip()
+        if target.lstrip("-").isdigit() and copies_target(response, int(target)):
+            return None
         return short_key(printed_value(response) or "")
 
     def program(self, task: dict, response: str) -> dict:

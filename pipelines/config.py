@@ -48,9 +48,9 @@ class WarmStartSettings:
     lr: float = 3e-3
     eval_every: int = 100
     eval_tasks: int = 100                 # per domain, from a validation range of the train split
-    target_mean_pass: float = 0.3         # stop once greedy pass@1, averaged over domains, reaches this
+    target_mean_pass: float = 0.3         # domain_target 0: stop once the mean over domains reaches this
     carry_optimizer: bool = True          # the first RL update continues the warm start's Adam moments
-    domain_target: float = 0.0            # > 0: each domain warms until its pass@1 reaches this (else the mean rule)
+    domain_target: float = 0.25           # > 0: each domain warms until its pass@1 reaches this; 0: the mean rule
 
 
 @dataclass(frozen=True)

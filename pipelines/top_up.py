@@ -68,7 +68,7 @@ def round_plan(config: RunConfig, iteration: int, round_: int, seen: dict, tasks
         rate = d["signal"] / d["groups"] if d["groups"] else 0.0
         weights[domain] = d["attempts"] / seen["attempts"] * (rate + MIN_RATE)
     budget = Budget.parse([f"{k}={v!r}" for k, v in weights.items()])
-    estimate = quotas(budget.shares(weights), tasks)
+    estimate = quotas(budget.shares(weights), tasks, at_least_one=False)
     start = TOP_UP_BASE + (iteration * 100 + round_) * ROUND_STRIDE
     ranges = [TaskRange(d, "train", start, start + min(ROUND_STRIDE, q + 1))
               for d, q in sorted(estimate.items())
@@ -77,7 +77,7 @@ def round_plan(config: RunConfig, iteration: int, round_: int, seen: dict, tasks
                   attempts=tasks * config.rollout.n_samples,
                   tasks_per_domain=config.rollout.tasks_per_domain,
                   n_samples=config.rollout.n_samples, seed=config.seed, history={},
-                  exclude=seen["used"])
+                  exclude=seen["used"], at_least_one=False)  # never past the attempts allowed
     return SamplingPlan(ranges, sample, {"round": round_, "tasks": tasks}, prior=base.prior,
                         shares=base.shares, prefix=f"topup-{round_}", top_up=True)
 

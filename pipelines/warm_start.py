@@ -3,14 +3,15 @@
 RL learns nothing from groups whose attempts all fail, so the tiny policy first imitates correct
 demonstrations. How long is decided by measurement (FIELD_NOTES): every `eval_every` steps greedy
 pass@1 is measured on a validation range of the *training* split (the held-out split is never
-looked at), and the warm start stops once the mean over domains reaches `target_mean_pass`,
-leaving headroom for RL.
+looked at), leaving headroom for RL.
 
-With `domain_target` > 0 the stop is per domain instead: a domain whose validation pass@1 has
+The stop is per domain (`domain_target`, 0.25 by default): a domain whose validation pass@1 has
 reached the target retires (it keeps `RETIRED_SHARE` of the demonstrations, so it is not
 forgotten while the others catch up) and the warm start ends once every domain has. A mean
 target lets one easy domain carry the mean while another starts RL at zero (no signal) and a
 third starts saturated (no headroom); per-domain targets start every domain where RL has both.
+`domain_target = 0` restores the mean rule: stop once the mean over domains reaches
+`target_mean_pass` (runs before 2026-12-06).
 """
 
 from __future__ import annotations

@@ -114,12 +114,35 @@ def with_floor(shares: dict[str, float], floor: float) -> dict[str, float]:
         fixed |= low
 
 
-def quotas(shares: dict[str, float], tasks: int) -> dict[str, int]:
+def quotas(shares: dict[str, float], tasks: int, at_least_one: bool = True) -> dict[str, int]:
     """`tasks` split by `shares` into whole tasks: largest remainder, at least 1 per domain with a
-    positive share (which may take the total over `tasks` when it is smaller than the domains)."""
+    positive share when `at_least_one` (which may take the total over `tasks` when it is smaller
+    than the domains)."""
     exact = {d: s * tasks for d, s in shares.items()}
     out = {d: int(math.floor(v)) for d, v in exact.items()}
     left = tasks - sum(out.values())
     for d in sorted(exact, key=lambda d: (out[d] - exact[d], d))[:max(0, left)]:
         out[d] += 1
-    return {d: max(q, 1 if shares[d] > 0 else 0) for d, q in out.items()}
+    floor = 1 if at_least_one else 0
+    return {d: max(q, floor if shares[d] > 0 else 0) for d, q in out.items()}
+
+
+def quotas_within(shares: dict[str, float], tasks: int, capacity: dict[str, int],
+                  at_least_one: bool = True) -> dict[str, int]:
+    """`quotas`, where no domain gets more than its `capacity` (the candidates it has): what a
+    domain cannot use goes to the others by their shares, until every task is placed or every
+    domain is full. A small task file then hands its unused share on instead of leaving the
+    batch short."""
+    full: dict[str, int] = {}
+    while True:
+        free = {d: s for d, s in shares.items() if d not in full}
+        mass = sum(free.values())
+        left = tasks - sum(full.values())
+        if not free or left <= 0:
+            return {**{d: 0 for d in free}, **full}
+        split = quotas({d: s / mass for d, s in free.items()} if mass > 0 else
+                       {d: 1.0 / len(free) for d in free}, left, at_least_one)
+        over = {d for d, q in split.items() if q > capacity.get(d, 0)}
+        if not over:
+            return {**split, **full}
+        full.update({d: capacity.get(d, 0) for d in over})

@@ -7,14 +7,15 @@ Candidates are the tasks ReadTasks produced: a generated domain's fresh window a
 tasks the driver asked to revisit, a task file's every training task. Only (domain, task id)
 pairs travel to the per-domain selection; the tasks themselves are joined back by id, so a large
 task (a repository snapshot) is never grouped. The quotas are computed from the domains present,
-so a domain known only from a task file gets its share like a built-in one.
+so a domain known only from a task file gets its share like a built-in one, and within what each
+has: the share a small domain cannot use goes to the others (budgets.quotas_within).
 """
 
 from __future__ import annotations
 
 import apache_beam as beam
 
-from flywheel.steering.budgets import Budget, quotas
+from flywheel.steering.budgets import Budget, quotas_within
 from flywheel.steering.history import TaskStats
 from flywheel.steering.samplers import SAMPLERS, Policy, select
 from flywheel.transforms.errors import count, now
@@ -30,24 +31,25 @@ class SampleByBudget(beam.PTransform):
     def __init__(self, *, sampler: str, policy: Policy, budget: Budget, attempts: int,
                  tasks_per_domain: int, n_samples: int, seed: int, history: dict[str, TaskStats],
                  run_id: str, iteration: int, policy_version: int,
-                 exclude: frozenset[str] = frozenset()):
+                 exclude: frozenset[str] = frozenset(), at_least_one: bool = True):
         super().__init__()
         SAMPLERS.get(sampler)  # fail at construction on an unknown name
         self.sampler, self.policy, self.budget = sampler, policy, budget
         self.attempts, self.tasks_per_domain, self.n_samples = attempts, tasks_per_domain, n_samples
         self.seed, self.history = seed, {k: v.to_tuple() for k, v in history.items()}
-        self.exclude = frozenset(exclude)
+        self.exclude, self.at_least_one = frozenset(exclude), at_least_one
         self.ids = dict(run_id=run_id, iteration=iteration, policy_version=policy_version)
 
-    def domain_quotas(self, domains: list[str]) -> dict[str, int]:
+    def domain_quotas(self, capacity: dict[str, int]) -> dict[str, int]:
+        """Each domain's tasks, given the candidates each domain present has."""
         tasks = (self.attempts // max(1, self.n_samples) if self.attempts
-                 else self.tasks_per_domain * len(domains))
-        return quotas(self.budget.shares(domains), tasks)
+                 else self.tasks_per_domain * len(capacity))
+        return quotas_within(self.budget.shares(capacity), tasks, capacity, self.at_least_one)
 
-    def _select(self, kv, domains, history):
+    def _select(self, kv, capacity, history):
         domain, task_ids = kv
-        shares = self.budget.shares(domains)
-        quota = self.domain_quotas(domains).get(domain, 0)
+        shares = self.budget.shares(capacity)
+        quota = self.domain_quotas(capacity).get(domain, 0)
         sampler = SAMPLERS.get(self.sampler)()
         candidates = [sampler.classify(t, TaskStats(*history[t]) if t in history else None,
                                        self.policy) for t in sorted(set(task_ids))]
@@ -75,13 +77,12 @@ class SampleByBudget(beam.PTransform):
         per_domain = (keyed
                       | "Ids" >> beam.Map(lambda kv: kv[0])
                       | "ByDomain" >> beam.GroupByKey())
-        domains = (per_domain
-                   | "Domain" >> beam.Map(lambda kv: kv[0])
-                   | "Domains" >> beam.combiners.ToList()
-                   | "Sorted" >> beam.Map(sorted))
+        capacity = (per_domain
+                    | "Candidates" >> beam.Map(lambda kv: (kv[0], len(set(kv[1]))))
+                    | "Capacity" >> beam.combiners.ToDict())
         history = (tasks.pipeline | "History" >> beam.Create(sorted(self.history.items())))
         selected = per_domain | "Select" >> beam.ParDo(
-            _Select(self), beam.pvalue.AsSingleton(domains),
+            _Select(self), beam.pvalue.AsSingleton(capacity),
             beam.pvalue.AsDict(history)).with_outputs("metrics", main="chosen")
         joined = ({"task": keyed, "chosen": selected.chosen} | "Join" >> beam.CoGroupByKey())
         chosen = joined | "Chosen" >> beam.FlatMap(
@@ -93,5 +94,5 @@ class _Select(beam.DoFn):
     def __init__(self, owner: SampleByBudget):
         self.owner = owner
 
-    def process(self, kv, domains, history):
-        yield from self.owner._select(kv, domains, history)
+    def process(self, kv, capacity, history):
+        yield from self.owner._select(kv, capacity, history)

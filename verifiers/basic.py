@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from flywheel.domains.add import parse_number  # the add domain's answer key reads the same way
-from flywheel.domains.pyexpr import arithmetic_shape
+from flywheel.domains.pyexpr import arithmetic_shape, copies_target
 from flywheel.verifiers.registry import Verdict, register_verifier
 
 
@@ -31,21 +31,25 @@ def numeric_match(task: dict, response: str, execution: Any = None) -> Verdict:
     return _binary(ok, parsed=float(got is not None))
 
 
-@register_verifier("python_output", "1")
+@register_verifier("python_output", "2")
 def python_output(task: dict, response: str, execution: Any = None) -> Verdict:
     """The sandboxed program exited 0, within its limits, and printed the answer's repr.
 
     The response must be an arithmetic expression (numbers, operators, parentheses) with a binary
     operator, as its syntax tree says: the task asks for one, so a bare literal, an operator only in
-    a comment or a string, or code that prints the answer in the expression's place scores 0.
+    a comment or a string, or code that prints the answer in the expression's place scores 0. And
+    it must compute the answer, not copy it: an expression holding the answer as one of its
+    numbers ("14*1", "14+0") scores 0 (version 2; version 1 accepted those).
     """
     if execution is None:
         raise ValueError("python_output needs a sandbox execution result")
     ran = execution.exit_code == 0 and execution.kill_reason is None
     printed = execution.stdout.strip() == repr(int(task["answer"])) if ran else False
     arithmetic, has_operator = arithmetic_shape(response)
-    return _binary(ran and printed and arithmetic and has_operator, ran=float(ran), printed=float(printed),
-                   arithmetic=float(arithmetic), has_operator=float(has_operator))
+    computed = not copies_target(response, int(task["answer"]))
+    return _binary(ran and printed and arithmetic and has_operator and computed, ran=float(ran),
+                   printed=float(printed), arithmetic=float(arithmetic),
+                   has_operator=float(has_operator), computed=float(computed))
 
 
 @register_verifier("digit_sum", "1")

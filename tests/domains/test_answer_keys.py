@@ -19,7 +19,7 @@ def key(domain: str, response: str, task: dict | None = None):
     ("reverse", ["dcba", " dcba\n"], ["abcd", "DCBA", "dc ba"]),
     ("digitsum", ["0813", " 0813 "], ["813", "0814"]),
     ("interval", ["7", "007", " 7\n"], ["8", "70"]),
-    ("pyexpr", ["3*4+2", "10+4", "(7)*2", "28//2", "14+0  # fourteen"], ["7/2*4", "15-0", "2*7.0"]),
+    ("pyexpr", ["3*4+2", "10+4", "(7)*2", "28//2", "15-1  # fourteen"], ["7/2*4", "15-0", "2*7.0"]),
     ("chat_arith", ["41", "So 14 + 27 = 41.", "The answer is 41", "#### 41", "\\boxed{41}", "Answer: 41.0"],
      ["42", "\\boxed{41} or \\boxed{42}", "41.5"]),
     ("math_fractions", ["\\boxed{1/2}", "\\boxed{\\frac{1}{2}}", "Answer: 0.5", "\\boxed{2/4}", "\\boxed{\\dfrac{2}{4}}",

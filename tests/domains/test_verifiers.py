@@ -65,10 +65,18 @@ def test_python_output_wants_an_arithmetic_expression_by_its_syntax(response):
     assert v.verdict == "fail" and v.reward == 0.0, (response, v)
 
 
-@pytest.mark.parametrize("response", ["7*2", "(7 * 2)", "28//2", "2**4-2", "0x0E+0", "1_0+4", "7 *\n2",
+@pytest.mark.parametrize("response", ["7*2", "(7 * 2)", "28//2", "2**4-2", "0x0F-1", "1_0+4", "7 *\n2",
                                       "15 % 16 - 1 # a comment", "~-15+0"])
 def test_python_output_passes_arithmetic_with_an_operator(response):
     assert run_expr(response).verdict == "pass", response
+
+
+@pytest.mark.parametrize("response", ["14*1", "14+0", "0+14", "14-0", "14.0*1", "0x0E+0", "1*14",
+                                      "(14)//1", "14**1", "0--14"])
+def test_python_output_refuses_an_expression_that_copies_the_answer(response):
+    """The task asks for the value computed: "14*1" holds the answer, so it scores 0."""
+    v = run_expr(response)
+    assert v.verdict == "fail" and v.components["computed"] == 0.0, (response, v)
 
 
 def test_duplicate_verifier_names_are_refused():

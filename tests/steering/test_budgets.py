@@ -48,3 +48,20 @@ def test_quotas_add_up_and_give_every_domain_at_least_one_task():
 def test_malformed_settings_name_the_setting(kwargs, words):
     with pytest.raises(ValueError, match=words):
         Budget.parse(**kwargs)
+
+
+def test_a_domain_short_of_tasks_hands_its_share_on():
+    from flywheel.steering.budgets import quotas_within
+    # equal shares of 104 tasks, but add has 8 and reverse 16: interval takes what they cannot
+    shares = {"interval": 1 / 3, "add": 1 / 3, "reverse": 1 / 3}
+    got = quotas_within(shares, 104, {"interval": 90, "add": 8, "reverse": 16})
+    assert got == {"interval": 80, "add": 8, "reverse": 16}
+    assert quotas_within(shares, 30, {"interval": 90, "add": 90, "reverse": 90}) == \
+        {"interval": 10, "add": 10, "reverse": 10}
+    assert sum(quotas_within(shares, 500, {"interval": 90, "add": 8, "reverse": 16}).values()) == 114
+
+
+def test_without_the_one_task_minimum_quotas_never_exceed_the_tasks():
+    shares = {d: 0.25 for d in "abcd"}
+    assert sum(quotas(shares, 2, at_least_one=False).values()) == 2
+    assert sum(quotas(shares, 2).values()) == 4
