@@ -75,6 +75,13 @@ def reasoning_gym(task: dict, response: str, execution: Any = None) -> Verdict:
     name = task["rg_dataset"]
     ds = dataset(name, int(task.get("rg_seed", RG_SEED)))
     entry = ds[int(task["rg_index"])]
+    if entry["question"] not in str(task.get("prompt", entry["question"])):
+        # A few reasoning-gym generators (isomorphic_strings, ransom_note, ...) iterate over sets
+        # of strings, whose order follows the process's hash seed: this process built another
+        # task for the index. Scoring against it would reward the wrong answer; nothing is scored.
+        return Verdict(0.0, "error", {"entry_mismatch": 1.0},
+                       detail=f"{name} index {task['rg_index']}: the entry rebuilt here is not the "
+                              "task's (reasoning-gym's generator depends on PYTHONHASHSEED)")
     answer, tagged = final_answer(response)  # the domain's answer key reads the same way
     flags = ["multiple_answers"] if len(set(tagged)) > 1 else []
     unsafe = (name in EVALS and not safe_for_eval(answer)) or (name in PARSES and not safe_for_sympy(answer))

@@ -99,3 +99,16 @@ def test_the_code_scan_is_linear_on_long_answers():
     from flywheel.verifiers.reasoning_gym import _CODE_LIKE
     assert _CODE_LIKE.search("a" * 200_000) is None   # was quadratic: seconds for 10 KB
     assert _CODE_LIKE.search("x" * 100_000 + " os.system('id')")
+
+
+def test_a_task_whose_entry_is_rebuilt_differently_is_not_scored():
+    """A generator that depends on the hash seed builds another task for the same index in
+    another process: the verifier refuses to score against it (an error, never a reward)."""
+    task = get_domain("rg_gcd").make_task("train", 0, seed=0)
+    other = get_domain("rg_gcd").make_task("train", 1, seed=0)
+    while other["prompt"] == task["prompt"]:
+        other = get_domain("rg_gcd").make_task("train", int(other["rg_index"]) + 1, seed=0)
+    shown_another = {**task, "prompt": other["prompt"]}
+    verdict = get_verifier("reasoning_gym")(shown_another, f"<answer>{task['answer']}</answer>")
+    assert verdict.verdict == "error" and verdict.reward == 0.0
+    assert get_verifier("reasoning_gym")(task, f"<answer>{task['answer']}</answer>").verdict == "pass"
