@@ -3,13 +3,22 @@
 Registering needs only the names below; the package itself (about 1 s to import) loads on the
 first task or score. Tasks are entries of a fixed-seed dataset of RG_SIZE items; a task keeps the
 dataset name, seed and index, so the verifier rebuilds the exact entry for `score_answer`.
+
+A few generators (`HASH_DEPENDENT`) iterate over sets of strings, whose order follows the
+process's hash seed: the same index would be another task in another process (a Beam worker, the
+verifier's bounded worker). Their entries are built once per process in a child interpreter with
+PYTHONHASHSEED=0 (in-process where the hash seed already is 0), so every process sees the same.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import pickle
 import random
 import re
+import subprocess
+import sys
 from functools import lru_cache
 
 from flywheel.domains.domain import Domain, short_key
@@ -57,10 +66,48 @@ def final_answer(response: str) -> tuple[str, list[str]]:
     return (tagged[-1] if tagged else response.strip())[:MAX_ANSWER], tagged
 
 
+HASH_DEPENDENT = frozenset({"isomorphic_strings", "knight_swap", "list_functions",
+                            "polynomial_multiplication", "ransom_note", "word_ladder"})
+_ENTRIES = ("import pickle, sys, reasoning_gym; name, seed, size = sys.argv[1], int(sys.argv[2]), "
+            "int(sys.argv[3]); ds = reasoning_gym.create_dataset(name, size=size, seed=seed); "
+            "sys.stdout.buffer.write(pickle.dumps([ds[i] for i in range(size)]))")
+
+
+class StableEntries:
+    """A dataset whose entries were built under PYTHONHASHSEED=0; scoring is the dataset's own."""
+
+    def __init__(self, ds, entries: list):
+        self._ds, self._entries = ds, entries
+
+    def __getitem__(self, index: int):
+        return self._entries[index]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getattr__(self, name: str):
+        return getattr(self._ds, name)
+
+
 @lru_cache(maxsize=None)
-def dataset(name: str, seed: int = RG_SEED):
+def scoring_dataset(name: str, seed: int = RG_SEED):
+    """The dataset as reasoning-gym builds it in this process: its `score_answer`, and its
+    entries where they do not depend on the hash seed."""
     import reasoning_gym
     return reasoning_gym.create_dataset(name, size=RG_SIZE, seed=seed)
+
+
+@lru_cache(maxsize=None)
+def dataset(name: str, seed: int = RG_SEED):
+    """The dataset whose entries are the same in every process (see the module)."""
+    ds = scoring_dataset(name, seed)
+    if name not in HASH_DEPENDENT or not sys.flags.hash_randomization:
+        return ds
+    # our own interpreter and a trusted, fixed program: only the hash seed differs
+    done = subprocess.run([sys.executable, "-c", _ENTRIES, name, str(seed), str(RG_SIZE)],
+                          capture_output=True, timeout=600, check=True,
+                          env={**os.environ, "PYTHONHASHSEED": "0"})
+    return StableEntries(ds, pickle.loads(done.stdout))
 
 
 class ReasoningGymDomain(Domain):
@@ -74,8 +121,11 @@ class ReasoningGymDomain(Domain):
         index = rng.randrange(RG_SIZE)
         entry = dataset(self.dataset_name)[index]
         answer = entry.get("answer")
-        return {"prompt": entry["question"] + INSTRUCTION, "answer": "" if answer is None else str(answer),
+        task = {"prompt": entry["question"] + INSTRUCTION, "answer": "" if answer is None else str(answer),
                 "rg_dataset": self.dataset_name, "rg_seed": RG_SEED, "rg_index": index}
+        if self.dataset_name in HASH_DEPENDENT:  # the verifier's worker need not rebuild it
+            task["rg_entry"] = entry
+        return task
 
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return f"<answer>{task['answer']}</answer>"

@@ -83,6 +83,8 @@ class Rollout(beam.PTransform):
         train_tasks, heldout_tasks = read["tasks"] | "BySplit" >> beam.Partition(
             lambda t, n: int(t.get("split") == "heldout"), 2)
         steer_metrics = ()
+        if self.plan.top_up:  # a top-up adds training attempts; the held-out tasks were evaluated
+            heldout_tasks = heldout_tasks | "NoHeldout" >> beam.Filter(lambda t: False)
         if self.plan.sample:  # steered: the budget's and the sampler's choice of the candidates
             sampled = train_tasks | "SampleByBudget" >> SampleByBudget(**self.plan.sample, **ids)
             train_tasks, steer_metrics = sampled["tasks"], (sampled["metrics"],)

@@ -13,7 +13,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from flywheel.domains.rg import RG_SEED, dataset, final_answer
+from flywheel.domains.rg import RG_SEED, dataset, final_answer, scoring_dataset
 from flywheel.verifiers import Verdict, register_verifier
 
 # Scorers that call eval(answer) / sympy parse_expr(answer) (reasoning-gym 0.1.25).
@@ -73,15 +73,17 @@ def safe_for_sympy(answer: str) -> bool:
 @register_verifier("reasoning_gym", "1")
 def reasoning_gym(task: dict, response: str, execution: Any = None) -> Verdict:
     name = task["rg_dataset"]
-    ds = dataset(name, int(task.get("rg_seed", RG_SEED)))
-    entry = ds[int(task["rg_index"])]
+    seed = int(task.get("rg_seed", RG_SEED))
+    ds = scoring_dataset(name, seed)
+    entry = task.get("rg_entry")  # hash-dependent generators carry their entry (domains/rg.py)
+    if not isinstance(entry, dict) or "question" not in entry:
+        entry = dataset(name, seed)[int(task["rg_index"])]
     if entry["question"] not in str(task.get("prompt", entry["question"])):
-        # A few reasoning-gym generators (isomorphic_strings, ransom_note, ...) iterate over sets
-        # of strings, whose order follows the process's hash seed: this process built another
-        # task for the index. Scoring against it would reward the wrong answer; nothing is scored.
+        # Never score against another task than the one shown (a generator whose entries
+        # depend on the hash seed, a row whose index and prompt disagree): nothing is scored.
         return Verdict(0.0, "error", {"entry_mismatch": 1.0},
                        detail=f"{name} index {task['rg_index']}: the entry rebuilt here is not the "
-                              "task's (reasoning-gym's generator depends on PYTHONHASHSEED)")
+                              "task's")
     answer, tagged = final_answer(response)  # the domain's answer key reads the same way
     flags = ["multiple_answers"] if len(set(tagged)) > 1 else []
     unsafe = (name in EVALS and not safe_for_eval(answer)) or (name in PARSES and not safe_for_sympy(answer))

@@ -112,3 +112,19 @@ def test_a_task_whose_entry_is_rebuilt_differently_is_not_scored():
     verdict = get_verifier("reasoning_gym")(shown_another, f"<answer>{task['answer']}</answer>")
     assert verdict.verdict == "error" and verdict.reward == 0.0
     assert get_verifier("reasoning_gym")(task, f"<answer>{task['answer']}</answer>").verdict == "pass"
+
+
+@pytest.mark.parametrize("name", ["polynomial_multiplication", "isomorphic_strings"])
+def test_a_hash_dependent_generator_gives_every_process_the_same_task(name):
+    """Beam workers and the verifier's bounded worker run under other hash seeds than the process
+    that made the task: they must rebuild the same entry."""
+    import os
+    code = (f"from flywheel.domains.registry import get_domain; "
+            f"print(repr(get_domain('rg_{name}').make_task('train', 3, 0)['prompt']))")
+    seen = set()
+    for seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        seen.add(done.stdout)
+    assert len(seen) == 1
