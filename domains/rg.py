@@ -68,22 +68,39 @@ def final_answer(response: str) -> tuple[str, list[str]]:
 
 HASH_DEPENDENT = frozenset({"isomorphic_strings", "knight_swap", "list_functions",
                             "polynomial_multiplication", "ransom_note", "word_ladder"})
-_ENTRIES = ("import pickle, sys, reasoning_gym; name, seed, size = sys.argv[1], int(sys.argv[2]), "
-            "int(sys.argv[3]); ds = reasoning_gym.create_dataset(name, size=size, seed=seed); "
-            "sys.stdout.buffer.write(pickle.dumps([ds[i] for i in range(size)]))")
+_ENTRIES = ("import pickle, sys, reasoning_gym; name, seed, size, start, stop = sys.argv[1], "
+            "int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]); "
+            "ds = reasoning_gym.create_dataset(name, size=size, seed=seed); "
+            "sys.stdout.buffer.write(pickle.dumps([ds[i] for i in range(start, stop)]))")
+CHUNK = 32  # entries built per child interpreter (~1.5 s to start; polynomial entries ~8 ms each)
+WHOLE_AFTER = 3  # chunks built one by one before the rest are built in one child
 
 
 class StableEntries:
-    """A dataset whose entries were built under PYTHONHASHSEED=0; scoring is the dataset's own."""
+    """A dataset whose entries are built under PYTHONHASHSEED=0, CHUNK at a time, in a child
+    interpreter (our own, running a fixed program: only the hash seed differs); scoring is the
+    dataset's own."""
 
-    def __init__(self, ds, entries: list):
-        self._ds, self._entries = ds, entries
+    def __init__(self, ds, name: str, seed: int):
+        self._ds, self._name, self._seed, self._chunks = ds, name, seed, {}
 
     def __getitem__(self, index: int):
-        return self._entries[index]
+        chunk = index // CHUNK
+        if chunk not in self._chunks:
+            # a few chunks for a few tasks (tests, a replay); past them, every entry at once
+            whole = len(self._chunks) >= WHOLE_AFTER
+            start, stop = (0, RG_SIZE) if whole else (chunk * CHUNK, min(RG_SIZE, (chunk + 1) * CHUNK))
+            done = subprocess.run(
+                [sys.executable, "-c", _ENTRIES, self._name, str(self._seed), str(RG_SIZE),
+                 str(start), str(stop)],
+                capture_output=True, timeout=600, check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+            entries = pickle.loads(done.stdout)
+            for at in range(start, stop, CHUNK):
+                self._chunks[at // CHUNK] = entries[at - start:at - start + CHUNK]
+        return self._chunks[chunk][index % CHUNK]
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return RG_SIZE
 
     def __getattr__(self, name: str):
         return getattr(self._ds, name)
@@ -103,11 +120,7 @@ def dataset(name: str, seed: int = RG_SEED):
     ds = scoring_dataset(name, seed)
     if name not in HASH_DEPENDENT or not sys.flags.hash_randomization:
         return ds
-    # our own interpreter and a trusted, fixed program: only the hash seed differs
-    done = subprocess.run([sys.executable, "-c", _ENTRIES, name, str(seed), str(RG_SIZE)],
-                          capture_output=True, timeout=600, check=True,
-                          env={**os.environ, "PYTHONHASHSEED": "0"})
-    return StableEntries(ds, pickle.loads(done.stdout))
+    return StableEntries(ds, name, seed)
 
 
 class ReasoningGymDomain(Domain):
