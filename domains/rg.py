@@ -72,7 +72,7 @@ _ENTRIES = ("import pickle, sys, reasoning_gym; name, seed, size, start, stop = 
             "int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]); "
             "ds = reasoning_gym.create_dataset(name, size=size, seed=seed); "
             "sys.stdout.buffer.write(pickle.dumps([ds[i] for i in range(start, stop)]))")
-CHUNK = 32  # entries built per child interpreter (~1.5 s to start; polynomial entries ~8 ms each)
+CHUNK = 8  # entries built per child interpreter (~1.5 s to start; knight_swap entries ~0.3 s each)
 
 
 class StableEntries:
