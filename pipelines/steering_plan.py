@@ -18,7 +18,7 @@ from flywheel.domains.registry import get_domain
 from flywheel.pipelines.config import RunConfig, SteeringSettings
 from flywheel.pipelines.layout import RunLayout
 from flywheel.steering.budgets import Budget, quotas
-from flywheel.steering.history import TaskStats, task_history
+from flywheel.steering.history import task_history
 from flywheel.steering.samplers import SAMPLERS, Policy, priority
 from flywheel.transforms.domain_scale import prior_from_metrics
 from flywheel.transforms.tasks import TaskRange
@@ -106,10 +106,6 @@ def _sampling_plan(config: RunConfig, layout: RunLayout, iteration: int,
                "history_tasks": len(history), "history_offered": len(offered)}
     heldout = [t for t in unsteered if t.split != "train"]
     return SamplingPlan(ranges + heldout, sample, summary)
-
-
-def history_of(plan: SamplingPlan) -> dict[str, TaskStats]:
-    return plan.sample["history"] if plan.sample else {}
 
 
 def check_steering(s: SteeringSettings) -> None:
