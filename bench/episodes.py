@@ -2,7 +2,8 @@
 
     python bench/episodes.py [--part speed|learn|all] [--episodes 256] [--iterations 8]
                              [--warm-start-steps 150] [--lr 1e-4] [--credit outcome|turn]
-                             [--kl-coef 0] [--carry-optimizer true|false]
+                             [--kl-coef 0] [--carry-optimizer true|false] [--seed 0]
+                             [--heldout 100]
 
 speed: the same episodes (fix_function, 3 turns, the same policy and seeds) three ways, side by
 side in one process: one episode at a time (sample a turn, run its tool, next turn), turn-batched
@@ -113,7 +114,8 @@ def speed(n: int, console: Console) -> None:
 
 
 def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: float = 1e-4,
-          credit: str = "outcome", kl_coef: float = 0.0, carry_optimizer: str = "true") -> None:
+          credit: str = "outcome", kl_coef: float = 0.0, carry_optimizer: str = "true",
+          seed: int = 0, heldout_per_domain: int = 100) -> None:
     from flywheel.domains.registry import get_domain
     from flywheel.pipelines.layout import RunLayout
     from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
@@ -121,7 +123,8 @@ def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: fl
     run_dir = Path(tempfile.mkdtemp(prefix="bench-episodes-run-")) / "run"
     command = [sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", str(run_dir),
                "--iterations", str(iterations), "--domains", ",".join(DOMAINS), "--max-turns", "3",
-               "--tasks-per-domain", "32", "--n-samples", "8", "--heldout-per-domain", "100",
+               "--tasks-per-domain", "32", "--n-samples", "8",
+               "--heldout-per-domain", str(heldout_per_domain), "--seed", str(seed),
                "--warm-start-max-steps", str(warm_start_steps), "--lr", str(lr), "--credit", credit,
                "--kl-coef", str(kl_coef), "--carry-optimizer", carry_optimizer]
     console.print(" ".join(command[2:]))
@@ -131,7 +134,8 @@ def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: fl
     layout = RunLayout(str(run_dir))
     metrics = layout.read_table("metrics").to_pylist()
     multi = {(m["iteration"], m["domain"]): m["value"] for m in metrics if m["name"] == "heldout_pass@1"}
-    heldout = [get_domain(d).make_task("heldout", i, 0) for d in DOMAINS for i in range(100)]
+    heldout = [get_domain(d).make_task("heldout", i, seed) for d in DOMAINS
+               for i in range(heldout_per_domain)]
     table = Table(title="held-out pass@1, greedy, the same checkpoint and tasks")
     for column in ("iteration", *(f"{d} {k}" for d in DOMAINS for k in ("1 turn", "3 turns"))):
         table.add_column(column)
@@ -158,6 +162,8 @@ def main() -> None:
                         help="outcome: one advantage per episode; turn: each turn's own")
     parser.add_argument("--kl-coef", type=float, default=0.0,
                         help="weight of KL to the warm-started policy (0: none)")
+    parser.add_argument("--seed", type=int, default=0, help="the run's seed (tasks, sampling)")
+    parser.add_argument("--heldout", type=int, default=100, help="held-out tasks per domain")
     parser.add_argument("--carry-optimizer", choices=("true", "false"), default="true",
                         help="the first RL update continues the warm start's Adam moments (true) "
                              "or starts a fresh Adam (false, as before 2026-12-06)")
@@ -167,7 +173,7 @@ def main() -> None:
         speed(args.episodes, console)
     if args.part in ("learn", "all"):
         learn(args.iterations, console, args.warm_start_steps, args.lr, args.credit, args.kl_coef,
-              args.carry_optimizer)
+              args.carry_optimizer, args.seed, args.heldout)
 
 
 if __name__ == "__main__":

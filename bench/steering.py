@@ -25,9 +25,10 @@ curriculum` vs `--sampler uniform`, both with the same `--attempts`. Per domain:
 first -> last and the share of training attempts in groups with signal (1 - zero_variance_frac,
 mean over iterations); per iteration the same share over all domains; then attempts on revisited
 tasks (first trained in an earlier iteration) vs fresh ones. NB the tiny policy's context is 48
-bytes: it sees only a prompt's tail, which for every rg_* domain is the same answer-format
-instruction ("...</answer> tags.") and for math_* another, so there it can neither read the
-question nor tell those domains apart; only the short built-in domains are really learnable.
+bytes by default: it would see only a prompt's tail, which for every rg_* domain is the same
+answer-format instruction ("...</answer> tags."), so this part gives the policy
+`--curriculum-context` bytes (192: every chosen domain's prompt fits) in the warm start and both
+arms.
 
 topup: a barely warm-started policy (most groups without signal) on four built-in domains,
 without and with `--top-up 0.5 --top-up-rounds 3 --top-up-attempts 2`. Per iteration: groups
@@ -53,11 +54,12 @@ from flywheel.reports.sql import query
 
 MIXTURE = {"interval": 80, "add": 8, "reverse": 16}      # training tasks per domain in the file
 MIXTURE_HELDOUT = 32
-CURRICULUM = ("add", "interval", "reverse", "digitsum", "math_linear", "math_discount",
+# 20 domains whose prompts (median bytes: 6..176) fit the curriculum arms' 192-byte context
+CURRICULUM = ("add", "interval", "reverse", "digitsum", "pyexpr", "math_linear", "math_discount",
               "math_fractions", "math_quadratic",
-              "rg_syllogism", "rg_isomorphic_strings", "rg_ransom_note", "rg_game_of_life_halting",
               "rg_letter_counting", "rg_count_bits", "rg_gcd", "rg_lcm", "rg_number_sequence",
-              "rg_simple_equations", "rg_count_primes", "rg_chain_sum")
+              "rg_simple_equations", "rg_count_primes", "rg_chain_sum", "rg_basic_arithmetic",
+              "rg_spell_backward", "rg_prime_factorization")
 TOPUP = ("add", "interval", "reverse", "digitsum")
 
 
@@ -82,7 +84,8 @@ def flywheel_run(console: Console, run_dir: Path, flags: list[str], initial: Pat
     return seconds
 
 
-def warm_started(console: Console, root: Path, domains, steps: int, seed: int) -> Path:
+def warm_started(console: Console, root: Path, domains, steps: int, seed: int,
+                 extra: tuple[str, ...] = ()) -> Path:
     """One warm start shared by a part's arms: the donor run's checkpoints/initial. Its greedy
     validation runs on 20 tasks per domain every 250 steps (the default, 100 every 100, costs
     more than the training with 20 domains)."""
@@ -91,7 +94,8 @@ def warm_started(console: Console, root: Path, domains, steps: int, seed: int) -
     validation.write_text("[warm_start]\neval_tasks = 20\neval_every = 250\n")
     flywheel_run(console, donor, ["--config", str(validation), "--iterations", "0",
                                   "--domains", ",".join(domains),
-                                  "--warm-start-max-steps", str(steps), "--seed", str(seed)])
+                                  "--warm-start-max-steps", str(steps), "--seed", str(seed),
+                                  *extra])
     return donor / "checkpoints" / "initial"
 
 
@@ -192,8 +196,9 @@ def curriculum(console: Console, out: Path, args) -> None:
     root.mkdir(parents=True)
     domains = CURRICULUM[:8] if args.quick else CURRICULUM
     attempts = len(domains) * args.tasks_per_domain * args.n_samples
-    initial = warm_started(console, root, domains, args.curriculum_warm_start, args.seed)
-    common = ["--domains", ",".join(domains), "--iterations", str(args.iterations),
+    context = ("--policy-options", f"context={args.curriculum_context}")
+    initial = warm_started(console, root, domains, args.curriculum_warm_start, args.seed, context)
+    common = [*context, "--domains", ",".join(domains), "--iterations", str(args.iterations),
               "--n-samples", str(args.n_samples), "--tasks-per-domain", str(args.tasks_per_domain),
               "--heldout-per-domain", str(args.heldout), "--attempts", str(attempts),
               "--seed", str(args.seed)]
@@ -317,6 +322,8 @@ def main() -> None:
     parser.add_argument("--mixture-warm-start", type=int, default=400)
     parser.add_argument("--curriculum-warm-start", type=int, default=1500,
                         help="20 domains share the warm start's batches (400 steps: pass@1 ~0)")
+    parser.add_argument("--curriculum-context", type=int, default=192,
+                        help="the tiny policy's context in bytes for the curriculum part")
     parser.add_argument("--topup-warm-start", type=int, default=100,
                         help="short on purpose: most groups then have no signal")
     parser.add_argument("--quick", action="store_true",

@@ -52,6 +52,12 @@ def get_domain(name: str) -> Domain:
     return DOMAINS.get(name)
 
 
+def generating_domains(names) -> list[str]:
+    """`names` in order, less the files-only domains (task_count 0: their tasks come only from
+    --tasks files), i.e. the domains a run generates train and held-out tasks for."""
+    return [d for d in names if DOMAINS.get(d).task_count() != 0]
+
+
 def all_domains() -> dict[str, Domain]:
     return dict(DOMAINS.items())
 

@@ -24,7 +24,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.domain import Domain
-from flywheel.domains.registry import get_domain
+from flywheel.domains.registry import generating_domains, get_domain
 from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import MAX_PROMPT_BYTES, policy_args, sample_and_score
@@ -65,8 +65,8 @@ def eval_ranges(config: RunConfig) -> list[TaskRange]:
     """Each generating domain's held-out tasks 0..heldout_per_domain-1 (files-only domains get
     theirs from --tasks)."""
     r = config.rollout
-    return [TaskRange(d, "heldout", 0, r.heldout_per_domain) for d in r.domains
-            if get_domain(d).task_count() != 0 and r.heldout_per_domain > 0]
+    return [TaskRange(d, "heldout", 0, r.heldout_per_domain)
+            for d in generating_domains(r.domains) if r.heldout_per_domain > 0]
 
 
 class _AnswerKeys(beam.DoFn):

@@ -25,7 +25,7 @@ from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
 from flywheel.domains.episodes import TurnLimits
-from flywheel.domains.registry import get_domain
+from flywheel.domains.registry import generating_domains
 from flywheel.transforms.episodes import Episodes, is_multi_turn, turn_stages
 from flywheel.transforms.expand import Expand
 from flywheel.transforms.filters import FilterTrajectories
@@ -58,7 +58,7 @@ def task_ranges(config: RunConfig, iteration: int) -> list[TaskRange]:
     gets none: its tasks come from --tasks."""
     r = config.rollout
     start = iteration * r.tasks_per_domain
-    generating = [d for d in r.domains if get_domain(d).task_count() != 0]  # not files-only ones
+    generating = generating_domains(r.domains)  # not files-only ones
     ranges = [TaskRange(d, "train", start, start + r.tasks_per_domain) for d in generating]
     ranges += [TaskRange(d, "heldout", 0, r.heldout_per_domain) for d in generating]
     return [t for t in ranges if t.stop > t.start]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from flywheel.domains.registry import get_domain
+from flywheel.domains.registry import generating_domains
 from flywheel.pipelines.config import RunConfig, SteeringSettings
 from flywheel.pipelines.layout import RunLayout
 from flywheel.steering.budgets import Budget, quotas
@@ -64,7 +64,7 @@ def plan_iteration(config: RunConfig, layout: RunLayout, iteration: int,
 
 def _known(config: RunConfig, budget: Budget) -> list[str]:
     """The domains known before the read: the generating ones of the run and those the budget names."""
-    generating = [d for d in config.rollout.domains if get_domain(d).task_count() != 0]
+    generating = generating_domains(config.rollout.domains)
     return sorted(set(generating) | budget.named_domains())
 
 
@@ -75,7 +75,7 @@ def _sampling_plan(config: RunConfig, layout: RunLayout, iteration: int,
         return SamplingPlan(unsteered)
     budget, policy = budget_of(s), Policy.from_settings(s)
     sampler = SAMPLERS.get(s.sampler)()
-    generating = [d for d in r.domains if get_domain(d).task_count() != 0]
+    generating = generating_domains(r.domains)
     known = _known(config, budget)
     tasks = s.attempts // max(1, r.n_samples) if s.attempts else r.tasks_per_domain * len(known)
     estimate = quotas(budget.shares(known), tasks)

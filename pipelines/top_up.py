@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import pyarrow.compute as pc
 
-from flywheel.domains.registry import get_domain
+from flywheel.domains.registry import generating_domains
 from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.steering_plan import SamplingPlan
@@ -72,7 +72,7 @@ def round_plan(config: RunConfig, iteration: int, round_: int, seen: dict, tasks
     start = TOP_UP_BASE + (iteration * 100 + round_) * ROUND_STRIDE
     ranges = [TaskRange(d, "train", start, start + min(ROUND_STRIDE, q + 1))
               for d, q in sorted(estimate.items())
-              if d in config.rollout.domains and get_domain(d).task_count() != 0]
+              if d in generating_domains(config.rollout.domains)]
     sample = dict(sampler="uniform", policy=Policy(env_retries=0), budget=budget,
                   attempts=tasks * config.rollout.n_samples,
                   tasks_per_domain=config.rollout.tasks_per_domain,
