@@ -9,7 +9,9 @@ token (trainer/credit.py `token_advantages`), or (B,), one per sequence. Each lo
 (B, T) matrix of per-token terms and averages it with `aggregation` (trainer/aggregation.py,
 verl's `agg_loss`); the keyword's default is the loss's paper's, a run may choose another.
 Keywords clip_low, clip_high (the ratio's trust region [1 - low, 1 + high]) and norm_length
-(the `seq-mean-token-sum-norm` constant) likewise default to each paper's.
+(the `seq-mean-token-sum-norm` constant) likewise default to each paper's. `token_weights`
+(B, T), without gradient, multiply the per-token terms before aggregation: the off-policy
+weights of rows sampled by an older policy (trainer/off_policy.py); None: all 1.
 
     grpo     token ratio, seq-mean-token-mean (GRPO paper)
     dapo     token ratio, token-mean, clip-higher 0.2 / 0.28
@@ -61,12 +63,18 @@ def _log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.T
     return ((logprobs - old_logprobs) * mask).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
 
 
+def _weighted(losses: torch.Tensor, token_weights: torch.Tensor | None) -> torch.Tensor:
+    """The per-token terms times their off-policy weights (trainer/off_policy.py), if any."""
+    return losses if token_weights is None else losses * token_weights
+
+
 def _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
-                      norm_length, aggregation) -> tuple[torch.Tensor, dict]:
+                      norm_length, aggregation, token_weights=None) -> tuple[torch.Tensor, dict]:
     """PPO-clipped token ratios, aggregated: the body of grpo, dapo and dr_grpo."""
     log_ratio = _log_ratio(logprobs, old_logprobs, mask)
     ratio = torch.exp(log_ratio)
     losses, won = _clipped_objective(ratio, _per_token(advantages), clip_low, clip_high)
+    losses = _weighted(losses, token_weights)
     kl = (ratio - 1.0 - log_ratio).detach()
     return agg_loss(losses, mask, aggregation, norm_length), {
         "clip_frac": masked_mean(won, mask).item(), "approx_kl": masked_mean(kl, mask).item()}
@@ -75,35 +83,35 @@ def _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_h
 @LOSSES.register("grpo")
 def grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
               mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.2,
-              norm_length: float | None = None, aggregation: str = "seq-mean-token-mean"
-              ) -> tuple[torch.Tensor, dict]:
+              norm_length: float | None = None, aggregation: str = "seq-mean-token-mean",
+              token_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
     """GRPO (Shao et al. 2024): PPO-clipped token ratios, averaged over each sequence's tokens and
     then over sequences, so a long response weighs as much as a short one in total.
 
     (B, T), (B, T), (B, T) or (B,), (B, T) -> scalar."""
     return _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
-                             norm_length, aggregation)
+                             norm_length, aggregation, token_weights)
 
 
 @LOSSES.register("dapo")
 def dapo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
               mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.28,
-              norm_length: float | None = None, aggregation: str = "token-mean"
-              ) -> tuple[torch.Tensor, dict]:
+              norm_length: float | None = None, aggregation: str = "token-mean",
+              token_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
     """DAPO (Yu et al. 2025): clip-higher (a wider upper bound lets unlikely tokens grow, against
     entropy collapse) and one token-level mean over the whole batch, so every token weighs the
     same whatever the length of its response.
 
     (B, T), (B, T), (B, T) or (B,), (B, T) -> scalar."""
     return _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
-                             norm_length, aggregation)
+                             norm_length, aggregation, token_weights)
 
 
 @LOSSES.register("dr_grpo")
 def dr_grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                  mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.2,
-                 norm_length: float | None = None, aggregation: str = "seq-mean-token-sum-norm"
-                 ) -> tuple[torch.Tensor, dict]:
+                 norm_length: float | None = None, aggregation: str = "seq-mean-token-sum-norm",
+                 token_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
     """Dr. GRPO (Liu et al. 2025): the sum over a sequence's tokens divided by one constant
     (`norm_length`, e.g. the generation budget; default the batch's padded length T) instead of
     the sequence's own length, so wrong answers are not pushed to grow longer; mean over the
@@ -111,14 +119,14 @@ def dr_grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages:
 
     (B, T), (B, T), (B, T) or (B,), (B, T) -> scalar."""
     return _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
-                             norm_length, aggregation)
+                             norm_length, aggregation, token_weights)
 
 
 @LOSSES.register("gspo")
 def gspo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
               mask: torch.Tensor, *, clip_low: float = 3e-4, clip_high: float = 4e-4,
-              norm_length: float | None = None, aggregation: str = "seq-mean-token-mean"
-              ) -> tuple[torch.Tensor, dict]:
+              norm_length: float | None = None, aggregation: str = "seq-mean-token-mean",
+              token_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
     """GSPO (Zheng et al. 2025): one importance ratio per sequence, the length-normalised
     s_i = exp(mean_t(log new - log old)), clipped per sequence (hence the tiny clip range).
     Token-level noise in the ratio no longer decides the update.
@@ -132,6 +140,7 @@ def gspo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: to
     token_log_ratio = seq_log_ratio.detach()[:, None] + (logprobs - logprobs.detach()) * mask
     token_ratio = torch.exp(token_log_ratio.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
     losses, won = _clipped_objective(token_ratio, _per_token(advantages), clip_low, clip_high)
+    losses = _weighted(losses, token_weights)
     with torch.no_grad():
         log_ratio = _log_ratio(logprobs, old_logprobs, mask)
         kl = masked_mean(torch.exp(log_ratio) - 1.0 - log_ratio, mask)

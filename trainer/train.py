@@ -6,17 +6,22 @@
 
 Rows sampled from any other weights than the starting checkpoint's are refused (StalePolicyError),
 since training on them updates a policy that did not produce them: a weight sync that failed
-silently would otherwise go unnoticed for as long as the run lasts.
+silently would otherwise go unnoticed for as long as the run lasts. With rollout and training
+overlapped, rows of the `older_checkpoint_uris` (the max_staleness versions before the start)
+are allowed too, and corrected for (trainer/off_policy.py).
 
 The rows are streamed (trainer/trajectory_stream.py), never all held: an iteration of 100k+
 attempts trains in the memory of one window of rows.
 """
+import copy
 import logging
 from collections import Counter
+from collections.abc import Sequence
 
 from flywheel.schemas.read import table_dataset
 from flywheel.trainer.algorithm import Algorithm
-from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.trainer.checkpoint import load_checkpoint, recorded_digest, save_checkpoint
+from flywheel.trainer.off_policy import StalePolicyError, check_staleness
 from flywheel.trainer.optimizer import apply_hyperparams, build_optimizer
 from flywheel.trainer.policy import Policy
 from flywheel.trainer.train_step import TrainConfig, pick_device, train_on_minibatches
@@ -25,8 +30,7 @@ from flywheel.trainer.trajectory_stream import WINDOW_ROWS, StreamedRows
 log = logging.getLogger(__name__)
 
 
-class StalePolicyError(ValueError):
-    """Trajectory rows were sampled from other weights than the trainer's starting checkpoint."""
+__all__ = ["StalePolicyError", "check_sampled_from", "train_iteration"]
 
 
 def train_iteration(
@@ -38,6 +42,7 @@ def train_iteration(
     reference_checkpoint_uri: str | None = None,
     window_rows: int = WINDOW_ROWS,
     algorithm: Algorithm = Algorithm(),
+    older_checkpoint_uris: Sequence[str] = (),
 ) -> dict:
     """Train the policy at `init_checkpoint_uri` on one iteration's trajectories with the run's
     `algorithm` (loss, aggregation, credit: the one the rollout assigned advantages with); save
@@ -46,14 +51,28 @@ def train_iteration(
     `reference_checkpoint_uri` (the run's initial policy, usually) is the frozen reference of the
     KL term; it is loaded only when cfg.kl_coef > 0, and then required. `window_rows` bounds the
     rows held at once (see trajectory_stream.py); it changes the reads, never the result.
+    `older_checkpoint_uris`: the checkpoints 1, 2, ... versions before the start whose rows
+    may be trained on (an overlapped run's max_staleness of them); the stats then hold
+    stale_rows, staleness_mean and staleness_max, and the importance weights' statistics.
     """
     device = pick_device()
     dataset = table_dataset(trajectories_uri, "trajectories", missing_ok=False)
     ckpt = load_checkpoint(init_checkpoint_uri, device=device)
     # one pass: the rows with signal (under the run's credit), sizes and digests
     rows = StreamedRows(dataset, window_rows=window_rows, credit=algorithm.credit)
-    check_sampled_from(rows.digests, ckpt.digest, trajectories_uri, init_checkpoint_uri)
+    staleness = {}
+    if older_checkpoint_uris:
+        allowed = {recorded_digest(u): i + 1 for i, u in enumerate(older_checkpoint_uris)}
+        allowed[ckpt.digest] = 0
+        staleness = check_staleness(rows.digests, allowed, trajectories_uri,
+                                    len(older_checkpoint_uris))
+    else:
+        check_sampled_from(rows.digests, ckpt.digest, trajectories_uri, init_checkpoint_uri)
     policy = ckpt.policy
+    proximal = None
+    if staleness.get("stale_rows"):  # a frozen copy of the starting weights: pi_prox
+        proximal = copy.deepcopy(policy)
+        proximal.module.eval().requires_grad_(False)
     optimizer = build_optimizer(policy, **cfg.adamw())
     if ckpt.optimizer_state is not None:
         optimizer.load_state_dict(ckpt.optimizer_state)  # keeps Adam's moments...
@@ -62,7 +81,9 @@ def train_iteration(
     if cfg.kl_coef > 0:
         reference = _frozen(reference_checkpoint_uri, device)
     stats = train_on_minibatches(policy, optimizer, rows, cfg, seed=seed, device=device,
-                                 reference=reference, algorithm=algorithm)
+                                 reference=reference, algorithm=algorithm,
+                                 start_digest=ckpt.digest, proximal=proximal)
+    stats.update(staleness)
     meta = {
         "policy_version": int(ckpt.meta.get("policy_version", 0)) + 1,
         "train_stats": stats,

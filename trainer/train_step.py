@@ -18,6 +18,7 @@ from flywheel.trainer.aggregation import masked_mean
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import carried_advantages, has_signal
 from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES
+from flywheel.trainer.off_policy import OFF_POLICY_MODES, behaviour_weights
 from flywheel.trainer.policy import Policy
 from flywheel.trainer.segments import segment_rows
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
@@ -40,6 +41,17 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.99)
+    off_policy: str = "decoupled"     # rows sampled by older weights (overlap): decoupled |
+                                      # behaviour (trainer/off_policy.py)
+    is_cap: float = 2.0               # decoupled: the cap of the importance weights pi_prox / pi_b
+
+    def __post_init__(self):
+        if self.off_policy not in OFF_POLICY_MODES:
+            raise ValueError(f"unknown off_policy {self.off_policy!r}: known ones are "
+                             f"{', '.join(OFF_POLICY_MODES)}")
+        if not self.is_cap >= 1.0:
+            raise ValueError(f"is_cap must be >= 1 (a weight cap below 1 shrinks every token), "
+                             f"got {self.is_cap}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -130,6 +142,8 @@ def train_on_minibatches(
     device: str | torch.device = "cpu",
     reference: Policy | None = None,
     algorithm: Algorithm = Algorithm(),
+    start_digest: str | None = None,
+    proximal: Policy | None = None,
 ) -> dict:
     """`cfg.epochs` passes of minibatch updates over the rows that carry signal, with
     `algorithm`'s loss, aggregation and credit.
@@ -144,6 +158,13 @@ def train_on_minibatches(
     logprob_diff_mean/max: |training - sampling log-prob| of the same ids, measured on the first
     microbatch before any step (a mismatch that grows means the trainer does not train the policy
     that sampled); and counts.
+
+    Rows whose `checkpoint_digest` is another than `start_digest` (the weights the update starts
+    from) were sampled by an older policy: with `proximal` (a frozen copy of the starting
+    weights) and cfg.off_policy "decoupled", their ratio is taken against the proximal policy
+    and their tokens weighted by trainer/off_policy.py's capped importance weights, whose
+    statistics (is_weight_mean, is_weight_max, is_clip_frac) join the returned ones. Without a
+    start digest every row is trained as the sampler's own.
     """
     if cfg.kl_coef > 0 and reference is None:
         raise ValueError(f"kl_coef={cfg.kl_coef} needs a reference policy")
@@ -151,6 +172,8 @@ def train_on_minibatches(
         raise ValueError("non-finite advantage in trajectories: refusing to train on them")
     names = ["loss", "pg_loss", "clip_frac", "approx_kl", "grad_norm", "entropy"]
     names += ["kl"] if cfg.kl_coef > 0 else []
+    correcting = proximal is not None and start_digest is not None and cfg.off_policy == "decoupled"
+    names += ["is_weight_mean", "is_weight_max", "is_clip_frac"] if correcting else []
     stats = dict.fromkeys(names, 0.0)
     counts = {"n_sequences": source.n_sequences, "n_tokens": source.n_tokens, "n_steps": 0}
     if not source.n_sequences:
@@ -158,7 +181,8 @@ def train_on_minibatches(
     rng = np.random.default_rng(seed)
     overrides = {**cfg.loss_overrides_for(source.longest_response),
                  "aggregation": algorithm.loss_aggregation()}
-    step = _Step(policy, cfg, algorithm, overrides, reference, device)
+    step = _Step(policy, cfg, algorithm, overrides, reference, device,
+                 start_digest, proximal if correcting else None)
     policy.module.train()
     for _ in range(cfg.epochs):
         order = rng.permutation(source.n_sequences)
@@ -180,8 +204,10 @@ class _Step:
     (trained tokens, or sequences that have some) so the sum is the whole minibatch's gradient."""
 
     def __init__(self, policy: Policy, cfg: TrainConfig, algorithm: Algorithm, overrides: dict,
-                 reference: Policy | None, device):
+                 reference: Policy | None, device, start_digest: str | None = None,
+                 proximal: Policy | None = None):
         self.policy, self.cfg, self.overrides, self.device = policy, cfg, overrides, device
+        self.start_digest, self.proximal = start_digest, proximal
         self.credit = algorithm.credit
         self.reference = reference if cfg.kl_coef > 0 else None
         self.loss_fn, self.unit = LOSSES.get(algorithm.loss), algorithm.loss_unit()
@@ -210,8 +236,10 @@ class _Step:
         if not self.diff:
             gap = (logprobs.detach() - b["old_logprobs"]).abs()[mask.bool()]
             self.diff = {"logprob_diff_mean": gap.mean().item(), "logprob_diff_max": gap.max().item()}
-        pg_loss, stats = self.loss_fn(logprobs, b["old_logprobs"], b["advantages"], mask,
-                                      **self.overrides)
+        old, weights, is_stats = self._off_policy(rows, b, start)
+        pg_loss, stats = self.loss_fn(logprobs, old, b["advantages"], mask,
+                                      token_weights=weights, **self.overrides)
+        stats.update(is_stats)
         loss = w * pg_loss
         stats.update(pg_loss=pg_loss.item(), entropy=-masked_mean(logprobs.detach(), mask).item())
         if self.reference is not None:
@@ -223,6 +251,26 @@ class _Step:
             stats["kl"] = kl.item()
         loss.backward()
         return stats
+
+    def _off_policy(self, rows: list[dict], b: dict, start: int):
+        """(old log-probs, token weights or None, stats) for the loss: the sampler's and none,
+        unless some rows were sampled by older weights and a proximal policy is held; then
+        those rows' old log-probs are the proximal policy's and their tokens are weighted."""
+        stale = [r.get("checkpoint_digest") not in (None, self.start_digest) for r in rows]
+        if self.proximal is None:
+            return b["old_logprobs"], None, {}
+        empty = {"is_weight_mean": 1.0, "is_weight_max": 1.0, "is_clip_frac": 0.0}
+        if not any(stale):
+            return b["old_logprobs"], None, empty
+        mask = b["response_mask"]
+        stale_rows = torch.tensor(stale, device=mask.device)[:, None]
+        with torch.no_grad():
+            proximal = self.proximal.token_logprobs(b["input_ids"], b["attn_mask"],
+                                                    b["temperatures"], start)
+        weights, stats = behaviour_weights(proximal, b["old_logprobs"], mask * stale_rows,
+                                           self.cfg.is_cap)
+        return (torch.where(stale_rows, proximal, b["old_logprobs"]),
+                torch.where(stale_rows, weights, mask), stats)
 
 
 def trained_tokens(row: dict) -> int:

@@ -19,6 +19,7 @@ TRAIN_COLUMNS = [
     "filtered",
     "turns",
     "segments",
+    "checkpoint_digest",  # which weights sampled the row (off-policy correction, off_policy.py)
 ]
 
 
