@@ -117,6 +117,22 @@ class SteeringSettings:
 
 
 @dataclass(frozen=True)
+class OverlapSettings:
+    """Rollout and training overlapped (pipelines/overlap.py): iteration k samples from the
+    checkpoint max_staleness versions older than the synchronous loop's (k-1-s), so its rollout
+    runs while iteration k-1 trains in a process of its own; the trainer corrects for the gap
+    ([train] off_policy). 0: the synchronous loop, training in the driver's process."""
+    max_staleness: int = 0                # versions the sampler may lag the trainer by
+    trainer_processes: int = 1            # > 1: data-parallel ranks (torch.distributed) per update
+
+    def __post_init__(self):
+        if self.max_staleness < 0:
+            raise ValueError(f"overlap.max_staleness must be >= 0, got {self.max_staleness}")
+        if self.trainer_processes < 1:
+            raise ValueError(f"overlap.trainer_processes must be >= 1, got {self.trainer_processes}")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     seed: int = 0
     iterations: int = 8
@@ -127,6 +143,7 @@ class RunConfig:
     policy: PolicySpec = field(default_factory=PolicySpec)
     evaluation: EvalSettings = field(default_factory=EvalSettings)
     steering: SteeringSettings = field(default_factory=SteeringSettings)
+    overlap: OverlapSettings = field(default_factory=OverlapSettings)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -22,6 +22,9 @@ A `.yaml`/`.yml` file holds the same keys, nested as YAML mappings.
     weights = ["add=2"]
     floor = 0.05
 
+    [overlap]                        # rollout k+1 while k trains (pipelines/overlap.py)
+    max_staleness = 1
+
     [beam]                           # any Beam pipeline option, by its name
     direct_running_mode = "multi_processing"
     direct_num_workers = 2

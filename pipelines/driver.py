@@ -170,9 +170,55 @@ def watch_domains(layout: RunLayout, info: dict, iteration: int, event: Event) -
     return found
 
 
+def sampled_checkpoint(layout: RunLayout, initial: str, iteration: int, staleness: int
+                       ) -> tuple[str, int]:
+    """(checkpoint URI, policy version) iteration `iteration` samples from: checkpoint k-1-s
+    (version k-s), the initial policy (version 0) before there is one."""
+    source = iteration - 1 - staleness
+    return (initial, 0) if source < 0 else (layout.checkpoint(source), source + 1)
+
+
+def roll_out(config: RunConfig, layout: RunLayout, info: dict, k: int, initial: str,
+             options: PipelineOptions | None, event: Event) -> dict:
+    """Iteration k's rollout stages (plan, rollout, top-up, domain watch) into its tables;
+    returns its part of the commit marker."""
+    started = time.time()
+    policy, version = sampled_checkpoint(layout, initial, k, config.overlap.max_staleness)
+    spec = IterationSpec(info["run_id"], k, policy_version=version, checkpoint_uri=policy)
+    plan = plan_iteration(config, layout, k, task_ranges(config, k))
+    if plan.sample:
+        layout.write_json(layout.join("iterations", str(k), "plan.json"), plan.summary)
+    event("rollout_begin", {"iteration": k})
+    result = run_rollout(config, spec, layout, options, plan)
+    counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
+    if config.steering.top_up > 0:  # dynamic sampling: more tasks while signal is short
+        top_up(config, layout, k, plan, lambda p: run_rollout(config, spec, layout, options, p),
+               event)
+    watch_domains(layout, info, k, event)
+    ended = time.time()
+    return {"iteration": k, "rollout_seconds": ended - started, "counters": counters,
+            "sampled_from": {"checkpoint": policy, "policy_version": version},
+            "stages": {"rollout": [started, ended]},
+            "driver_peak_rss_mb": {"rollout": peak_rss_mb()}}
+
+
+def commit(layout: RunLayout, info: dict, k: int, rollout: dict, stats: dict,
+           train_window: tuple[float, float], event: Event) -> dict:
+    """Write iteration k's trainer metrics, then its commit marker (last); returns the marker."""
+    write_parquet(layout.join("tables", "metrics", f"iteration={k}", "trainer.parquet"),
+                  "metrics", _trainer_metrics(info, k, stats))
+    summary = {**rollout, "train_seconds": train_window[1] - train_window[0], "train": stats,
+               "stages": {**rollout["stages"], "train": list(train_window)},
+               "driver_peak_rss_mb": {**rollout["driver_peak_rss_mb"], "train": peak_rss_mb()}}
+    layout.write_json(layout.commit_marker(k), summary)
+    event("iteration_end", summary)
+    return summary
+
+
 def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = frozenset(),
                    options: PipelineOptions | None = None, event: Event | None = None) -> dict:
-    """Run (or resume) iterations until `config.iterations` are committed; returns run info."""
+    """Run (or resume) iterations until `config.iterations` are committed; returns run info.
+    With [overlap] max_staleness > 0 the loop is pipelines/overlap.py's."""
     event = event or (lambda name, data: None)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     layout = RunLayout(run_dir)
@@ -182,36 +228,24 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
     event("run_begin", {"run_dir": run_dir, "run_id": info["run_id"], "first": first,
                         "iterations": config.iterations, "resumed": bool(committed)})
     initial = ensure_initial_policy(layout, config, event)
-    for k in range(first, config.iterations):
-        started = time.time()
-        layout.delete_iteration(k)  # leftovers of a killed attempt at this iteration
-        policy = initial if k == 0 else layout.checkpoint(k - 1)
-        if config.evaluation.every and k % config.evaluation.every == 0:
-            evaluate_policy(config, layout, info, k, policy, options, event)
-        spec = IterationSpec(info["run_id"], k, policy_version=k, checkpoint_uri=policy)
-        plan = plan_iteration(config, layout, k, task_ranges(config, k))
-        if plan.sample:
-            layout.write_json(layout.join("iterations", str(k), "plan.json"), plan.summary)
-        event("rollout_begin", {"iteration": k})
-        result = run_rollout(config, spec, layout, options, plan)
-        counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
-        if config.steering.top_up > 0:  # dynamic sampling: more tasks while signal is short
-            top_up(config, layout, k, plan, lambda p: run_rollout(config, spec, layout, options, p),
-                   event)
-        watch_domains(layout, info, k, event)
-        rollout_s, rollout_rss = time.time() - started, peak_rss_mb()
-        event("train_begin", {"iteration": k})
-        stats = train_iteration(layout.table_dir("trajectories", k), policy, layout.checkpoint(k),
-                                config.train, seed=config.seed * 1_000_003 + k,
-                                reference_checkpoint_uri=initial, algorithm=config.algorithm)
-        write_parquet(layout.join("tables", "metrics", f"iteration={k}", "trainer.parquet"),
-                      "metrics", _trainer_metrics(info, k, stats))
-        summary = {"iteration": k, "rollout_seconds": rollout_s,
-                   "train_seconds": time.time() - started - rollout_s, "counters": counters,
-                   "train": stats, "driver_peak_rss_mb": {"rollout": rollout_rss,
-                                                          "train": peak_rss_mb()}}
-        layout.write_json(layout.commit_marker(k), summary)
-        event("iteration_end", summary)
+    if config.overlap.max_staleness > 0 or config.overlap.trainer_processes > 1:
+        from flywheel.pipelines.overlap import run_overlapped
+        run_overlapped(config, layout, info, initial, first, options, event)
+    else:
+        for k in range(first, config.iterations):
+            layout.delete_iteration(k)  # leftovers of a killed attempt at this iteration
+            if config.evaluation.every and k % config.evaluation.every == 0:
+                evaluate_policy(config, layout, info, k, initial if k == 0 else layout.checkpoint(k - 1),
+                                options, event)
+            rollout = roll_out(config, layout, info, k, initial, options, event)
+            event("train_begin", {"iteration": k})
+            started = time.time()
+            stats = train_iteration(layout.table_dir("trajectories", k),
+                                    initial if k == 0 else layout.checkpoint(k - 1),
+                                    layout.checkpoint(k), config.train,
+                                    seed=config.seed * 1_000_003 + k,
+                                    reference_checkpoint_uri=initial, algorithm=config.algorithm)
+            commit(layout, info, k, rollout, stats, (started, time.time()), event)
     last = config.iterations
     if config.evaluation.every and last > 0 and not layout.exists(layout.table_dir("evaluations", last)):
         evaluate_policy(config, layout, info, last, layout.checkpoint(last - 1), options, event)

@@ -50,6 +50,11 @@ class RunLayout:
     def commit_marker(self, iteration: int) -> str:
         return self.join("iterations", str(iteration), "_COMMITTED")
 
+    def rollout_marker(self, iteration: int) -> str:
+        """iterations/K/_ROLLED_OUT: iteration K's rollout tables are complete (an overlapped
+        run's experience buffer: its update may not have run yet)."""
+        return self.join("iterations", str(iteration), "_ROLLED_OUT")
+
     def initial_marker(self) -> str:
         return self.join("checkpoints", "initial", "_COMMITTED")
 
@@ -83,14 +88,25 @@ class RunLayout:
             found.append(int(match.path.rstrip("/").split("/")[-2]))
         return sorted(found)
 
-    def delete_iteration(self, iteration: int) -> None:
-        """Remove everything an incomplete iteration may have written, so a rerun duplicates nothing."""
-        paths = [self.table_dir(t, iteration) for t in TABLES]
+    def delete_iteration(self, iteration: int, keep: tuple[str, ...] = ()) -> None:
+        """Remove everything an incomplete iteration may have written, so a rerun duplicates
+        nothing; the tables named in `keep` stay (an overlapped run's evaluations)."""
+        paths = [self.table_dir(t, iteration) for t in TABLES if t not in keep]
         paths += [self.checkpoint(iteration), self.join("iterations", str(iteration))]
+        self._delete(paths)
+
+    def delete_update(self, iteration: int) -> None:
+        """Remove what an interrupted update of iteration K wrote (its checkpoint and trainer
+        metrics), keeping its rollout: it is trained again from the same rows."""
+        self._delete([self.checkpoint(iteration),
+                      self.join(self.table_dir("metrics", iteration), "trainer.parquet")])
+
+    def _delete(self, paths: list[str]) -> None:
         for path in paths:
             if FileSystems.exists(path):
                 # object stores delete a "directory" as the prefix ending in '/'
-                FileSystems.delete([path if "://" not in path else path.rstrip("/") + "/"])
+                is_dir = "://" in path and not path.endswith(".parquet")
+                FileSystems.delete([path.rstrip("/") + "/" if is_dir else path])
 
 
 def _ensure_parent(path: str) -> None:

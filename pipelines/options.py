@@ -94,6 +94,15 @@ RUN_FLAGS = {
     "--eval-n": ("evaluation.n", int, "samples per held-out task in those evaluations"),
     "--eval-k": ("evaluation.ks", str, "the k of their pass@k, comma-separated, e.g. 1,4,8"),
     "--eval-tasks": ("evaluation.tasks", int, "held-out tasks per domain they evaluate"),
+    "--max-staleness": ("overlap.max_staleness", int, "overlap rollout and training: iteration k "
+                        "samples from the checkpoint this many versions older than k-1 while k-1 "
+                        "trains in a process of its own (0: synchronous)"),
+    "--trainer-processes": ("overlap.trainer_processes", int, "data-parallel trainer processes "
+                            "(torch.distributed: gloo on CPU, nccl on GPUs) per update"),
+    "--off-policy": ("train.off_policy", str, "rows sampled by older weights: decoupled (ratio to "
+                     "the update's starting weights, capped importance weights) or behaviour "
+                     "(ratio to the sampler's, no correction)"),
+    "--is-cap": ("train.is_cap", float, "decoupled: the cap of the importance weights"),
     "--sampler": ("steering.sampler", str, "how an iteration chooses its training tasks (uniform, "
                   "curriculum: prefers tasks whose pass rate lies in --band, keeps --explore for "
                   "unseen and outside ones, fades tasks solved by every attempt)"),

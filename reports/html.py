@@ -10,6 +10,7 @@ run directory beside it:
 - the share of attempts in zero-variance groups (no learning signal) and of filtered attempts
 - errors by kind per iteration
 - the trainer's loss, KL and grad norm (and its other statistics) where the run recorded them
+- the stage timeline: each iteration's rollout and update on one clock (reports/timeline.py)
 - per domain, where the run recorded `watch/*` metrics (pipelines/domain_watch.py): success,
   entropy, kept share and share of the update, and the warnings (a domain diverging from the
   others, an entropy collapse)
@@ -38,6 +39,7 @@ from matplotlib.figure import Figure
 from flywheel.pipelines.layout import RunLayout
 from flywheel.reports.eval_html import ablation_plot, eval_curves_plot, scaling_section
 from flywheel.reports.plots import ALL, Plot, draw_lines, png, text
+from flywheel.reports.timeline import timeline_plot
 from flywheel.reports.report import OTHERS, WATCH_CURVES, DomainWatch, domain_watch, evaluations
 from flywheel.schemas import TABLES, read_table
 
@@ -234,6 +236,9 @@ def render_report(run_dir: str) -> tuple[str, list[Plot]]:
         trainer = trainer_plot(tables)
         if trainer:
             plots.append(trainer)
+        timeline = timeline_plot(run_dir)
+        if timeline:
+            plots.append(timeline)
     sections = [_plot_section(p) for p in plots]
     watch = domain_watch(tables.rows("SELECT iteration, domain, name, value FROM metrics "
                                      "WHERE name LIKE 'watch/%' ORDER BY 1, 2, 3"))

@@ -1,0 +1,80 @@
+"""One trainer iteration as a process of its own: `python -m flywheel.trainer.train_job SPEC.json`.
+
+The overlapped loop (pipelines/overlap.py) trains iteration k here while the driver rolls out
+k+1: a process, not a thread, so the update's Python work never waits on the rollout's for the
+interpreter lock, and so the same entry point serves a data-parallel launch (`torchrun
+--nproc-per-node N -m flywheel.trainer.train_job SPEC.json`, trainer/distributed.py).
+
+SPEC holds train_iteration's arguments as JSON (cfg and algorithm as their to_dict()) and
+`result`, the path the job writes {"stats": ...} to, or {"error": type, "message": ...} when the
+update refuses its rows (StalePolicyError) or its settings (ValueError): the driver raises the
+same error by name. Anything else is a crash: a traceback on stderr and a non-zero exit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from flywheel.trainer import distributed
+from flywheel.trainer.algorithm import Algorithm
+from flywheel.trainer.off_policy import StalePolicyError
+from flywheel.trainer.train_step import TrainConfig
+
+REFUSALS = {"StalePolicyError": StalePolicyError, "ValueError": ValueError}
+
+
+def spec_of(trajectories_uri: str, init_checkpoint_uri: str, out_checkpoint_uri: str,
+            cfg: TrainConfig, seed: int, result: str, reference_checkpoint_uri: str | None = None,
+            algorithm: Algorithm = Algorithm(), older_checkpoint_uris=()) -> dict:
+    """The JSON spec of one train_iteration call (see the module doc)."""
+    return {"trajectories_uri": trajectories_uri, "init_checkpoint_uri": init_checkpoint_uri,
+            "out_checkpoint_uri": out_checkpoint_uri, "cfg": cfg.to_dict(), "seed": seed,
+            "reference_checkpoint_uri": reference_checkpoint_uri,
+            "algorithm": algorithm.to_dict(), "older_checkpoint_uris": list(older_checkpoint_uris),
+            "result": result}
+
+
+def run(spec: dict) -> dict:
+    """Run the spec's update; returns what the result file holds."""
+    from flywheel.trainer.train import train_iteration
+    cfg = dict(spec["cfg"])
+    cfg["betas"] = tuple(cfg["betas"])
+    try:
+        stats = train_iteration(spec["trajectories_uri"], spec["init_checkpoint_uri"],
+                                spec["out_checkpoint_uri"], TrainConfig(**cfg), seed=spec["seed"],
+                                reference_checkpoint_uri=spec["reference_checkpoint_uri"],
+                                algorithm=Algorithm(**spec["algorithm"]),
+                                older_checkpoint_uris=spec["older_checkpoint_uris"])
+    except (StalePolicyError, ValueError) as e:
+        return {"error": type(e).__name__ if type(e).__name__ in REFUSALS else "ValueError",
+                "message": str(e)}
+    return {"stats": stats}
+
+
+def raise_refusal(result: dict) -> None:
+    """Raise the error a result file reports, as the class the job caught."""
+    if "error" in result:
+        raise REFUSALS.get(result["error"], ValueError)(result["message"])
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m flywheel.trainer.train_job SPEC.json", file=sys.stderr)
+        return 2
+    with open(argv[0]) as f:
+        spec = json.load(f)
+    try:
+        out = run(spec)
+    finally:
+        distributed.finish()  # a data-parallel launch's process group (train_iteration joins it)
+    if int(os.environ.get("RANK", "0")) == 0:  # one writer under a data-parallel launch
+        tmp = spec["result"] + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(out, f)
+        os.replace(tmp, spec["result"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
