@@ -15,8 +15,9 @@ its wall time and a results table are printed.
 mixture: a task file (`--tasks`, no generated tasks) where the easy domain (interval) has 10x
 the training tasks of a small one (add) and a third (reverse) is far harder, each with held-out
 rows. off: the defaults (every file task each iteration, so the big domain takes most attempts).
-on: `--sampler uniform --attempts A` (A = off's attempts per iteration, equal budget weights)
-with `[algorithm] domain_scale = "running"`. Per domain: the file's tasks, attempts share and
+on: `--sampler uniform --attempts A --fill-repeats 4` (A = off's attempts per iteration, equal
+budget weights: a domain with too few tasks for its third samples them in groups up to 4x) with
+`[algorithm] domain_scale = "running"`. Per domain: the file's tasks, attempts share and
 update share (watch/*, mean over iterations), steer/shortfall (quota the domain's pool could not
 fill), held-out pass@1 first -> last; then the small domain's held-out curve.
 
@@ -154,7 +155,7 @@ def mixture(console: Console, out: Path, args) -> None:
               "--n-samples", str(args.n_samples), "--seed", str(args.seed)]
     arms = {"off": common,
             "on": ["--config", str(scale), *common, "--sampler", "uniform",
-                   "--attempts", str(attempts)]}
+                   "--attempts", str(attempts), "--fill-repeats", "4"]}
     walls = {arm: flywheel_run(console, root / arm, flags, initial) for arm, flags in arms.items()}
     mix = ", ".join(f"{d} {n}" for d, n in sizes.items())
     table = Table(title=f"mixture: {mix} training tasks (+{heldout} held-out each), n_samples "

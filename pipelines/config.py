@@ -114,6 +114,8 @@ class SteeringSettings:
     top_up: float = 0.0                   # dynamic sampling: least share of groups with signal (0: off)
     top_up_rounds: int = 2                # at most this many top-up rollouts per iteration
     top_up_attempts: float = 1.0          # and at most this multiple of the batch's attempts in all
+    fill_repeats: int = 1                 # a domain whose share is more than its tasks hold samples
+                                          # them in groups up to this many times n_samples (1: never)
 
 
 @dataclass(frozen=True)

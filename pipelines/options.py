@@ -121,6 +121,9 @@ RUN_FLAGS = {
                       "error set (tasks failed in a recurring pattern), spread over the patterns"),
     "--env-retries": ("steering.env_retries", int, "times a steered run retries a task whose "
                       "attempts all failed on the environment"),
+    "--fill-repeats": ("steering.fill_repeats", int, "a steered domain whose budget share is more "
+                       "than its tasks hold samples each of them in groups up to this many times "
+                       "--n-samples (1: never; the share goes to the other domains)"),
     "--top-up": ("steering.top_up", float, "dynamic sampling: when fewer than this share of the "
                  "groups carry signal, roll out further tasks (0: off)"),
     "--top-up-rounds": ("steering.top_up_rounds", int, "at most this many top-up rollouts per iteration"),

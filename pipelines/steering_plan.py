@@ -100,7 +100,7 @@ def _sampling_plan(config: RunConfig, layout: RunLayout, iteration: int,
     offered.update((t, h) for t, h in history.items() if h.domain not in generating)
     sample = dict(sampler=s.sampler, policy=policy, budget=budget, attempts=s.attempts,
                   tasks_per_domain=r.tasks_per_domain, n_samples=r.n_samples, seed=config.seed,
-                  history=offered)
+                  history=offered, fill_repeats=s.fill_repeats)
     summary = {"iteration": iteration, "seed": config.seed, "sampler": s.sampler,
                "estimated_quotas": estimate, "revisits_offered": revisits,
                "history_tasks": len(history), "history_offered": len(offered)}
@@ -115,6 +115,8 @@ def check_steering(s: SteeringSettings) -> None:
     SAMPLERS.get(s.sampler)
     if s.attempts < 0:
         raise ValueError(f"steering.attempts {s.attempts}: expected >= 0")
+    if s.fill_repeats < 1:
+        raise ValueError(f"steering.fill_repeats {s.fill_repeats}: expected >= 1 (1: never)")
     if not 0.0 <= s.top_up < 1.0:
         raise ValueError(f"steering.top_up {s.top_up}: expected a share of the groups in [0, 1)")
     if s.top_up_rounds < 0 or s.top_up_attempts < 0:

@@ -19,8 +19,12 @@ def attempt_seed(seed: int, iteration: int, task_id: str, sample_index: int, mod
 
 def expand_task(task: dict, *, run_id: str, iteration: int, policy_version: int, seed: int,
                 n_samples: int, temperature: float, mode: str) -> list[Attempt]:
-    """The `n_samples` attempts at one task."""
+    """The `n_samples` attempts at one task (times its `group_scale`, a steered run's way to
+    sample a small domain's few tasks more: transforms/sample_by_budget.py)."""
     domain = get_domain(task["domain"])
+    if "group_scale" in task:
+        n_samples *= int(task["group_scale"])
+        task = {k: v for k, v in task.items() if k != "group_scale"}
     return [Attempt(
         run_id=run_id, iteration=iteration, policy_version=policy_version, mode=mode,
         domain=task["domain"], task_id=task["task_id"],

@@ -9,9 +9,16 @@ pairs travel to the per-domain selection; the tasks themselves are joined back b
 task (a repository snapshot) is never grouped. The quotas are computed from the domains present,
 so a domain known only from a task file gets its share like a built-in one, and within what each
 has: the share a small domain cannot use goes to the others (budgets.quotas_within).
+
+With `fill_repeats` R > 1 a domain whose share is more than its tasks can hold is filled by
+sampling its tasks more: each of them gets a group up to R times the run's n_samples (the task
+carries `group_scale`, which Expand reads), so ten times fewer tasks no longer mean ten times
+fewer attempts. R = 1 (the default) leaves every group at n_samples.
 """
 
 from __future__ import annotations
+
+import math
 
 import apache_beam as beam
 
@@ -31,20 +38,30 @@ class SampleByBudget(beam.PTransform):
     def __init__(self, *, sampler: str, policy: Policy, budget: Budget, attempts: int,
                  tasks_per_domain: int, n_samples: int, seed: int, history: dict[str, TaskStats],
                  run_id: str, iteration: int, policy_version: int,
-                 exclude: frozenset[str] = frozenset(), at_least_one: bool = True):
+                 exclude: frozenset[str] = frozenset(), at_least_one: bool = True,
+                 fill_repeats: int = 1):
         super().__init__()
         SAMPLERS.get(sampler)  # fail at construction on an unknown name
         self.sampler, self.policy, self.budget = sampler, policy, budget
         self.attempts, self.tasks_per_domain, self.n_samples = attempts, tasks_per_domain, n_samples
         self.seed, self.history = seed, {k: v.to_tuple() for k, v in history.items()}
         self.exclude, self.at_least_one = frozenset(exclude), at_least_one
+        self.fill_repeats = max(1, int(fill_repeats))
         self.ids = dict(run_id=run_id, iteration=iteration, policy_version=policy_version)
 
     def domain_quotas(self, capacity: dict[str, int]) -> dict[str, int]:
-        """Each domain's tasks, given the candidates each domain present has."""
+        """Each domain's task slots (groups of n_samples), given the candidates each domain
+        present has: at most its candidates x fill_repeats."""
         tasks = (self.attempts // max(1, self.n_samples) if self.attempts
                  else self.tasks_per_domain * len(capacity))
-        return quotas_within(self.budget.shares(capacity), tasks, capacity, self.at_least_one)
+        slots = {d: c * self.fill_repeats for d, c in capacity.items()}
+        return quotas_within(self.budget.shares(capacity), tasks, slots, self.at_least_one)
+
+    @staticmethod
+    def group_scale(quota: int, candidates: int) -> int:
+        """How many times n_samples each of a domain's tasks is sampled: 1 while its quota fits
+        its candidates, else the quota spread over all of them (rounded up)."""
+        return max(1, math.ceil(quota / candidates)) if candidates else 1
 
     def _select(self, kv, capacity, history):
         domain, task_ids = kv
@@ -53,14 +70,18 @@ class SampleByBudget(beam.PTransform):
         sampler = SAMPLERS.get(self.sampler)()
         candidates = [sampler.classify(t, TaskStats(*history[t]) if t in history else None,
                                        self.policy) for t in sorted(set(task_ids))]
-        chosen = select(candidates, quota, sampler.class_quotas(quota, self.policy),
+        scale = self.group_scale(quota, len(candidates))
+        tasks = min(quota, len(candidates))
+        chosen = select(candidates, tasks, sampler.class_quotas(tasks, self.policy),
                         self.seed, self.ids["iteration"])
         count("steer_selected", len(chosen))
         for c in chosen:
-            yield (domain, c.task_id), c.klass
+            yield (domain, c.task_id), scale
         figures = {"steer/planned_share": shares.get(domain, 0.0), "steer/quota": quota,
                    "steer/candidates": len(candidates), "steer/selected": len(chosen),
-                   "steer/shortfall": max(0, quota - len(chosen))}
+                   "steer/shortfall": max(0, quota - len(chosen) * scale)}
+        if self.fill_repeats > 1:
+            figures["steer/group_scale"] = scale
         for klass in sorted({c.klass for c in candidates}):
             figures[f"steer/candidates_{klass}"] = sum(c.klass == klass for c in candidates)
             figures[f"steer/selected_{klass}"] = sum(c.klass == klass for c in chosen)
@@ -85,9 +106,16 @@ class SampleByBudget(beam.PTransform):
             _Select(self), beam.pvalue.AsSingleton(capacity),
             beam.pvalue.AsDict(history)).with_outputs("metrics", main="chosen")
         joined = ({"task": keyed, "chosen": selected.chosen} | "Join" >> beam.CoGroupByKey())
-        chosen = joined | "Chosen" >> beam.FlatMap(
-            lambda kv: kv[1]["task"] if kv[1]["chosen"] else [])
+        chosen = joined | "Chosen" >> beam.FlatMap(_scaled)
         return {"tasks": chosen, "metrics": selected.metrics}
+
+
+def _scaled(kv):
+    """The task, when chosen, marked with its group scale when that is more than 1."""
+    tasks, scales = kv[1]["task"], kv[1]["chosen"]
+    if not scales:
+        return []
+    return [t if scales[0] == 1 else {**t, "group_scale": scales[0]} for t in tasks]
 
 
 class _Select(beam.DoFn):
