@@ -18,8 +18,6 @@ fewer attempts. R = 1 (the default) leaves every group at n_samples.
 
 from __future__ import annotations
 
-import math
-
 import apache_beam as beam
 
 from flywheel.steering.budgets import Budget, quotas_within
@@ -58,10 +56,14 @@ class SampleByBudget(beam.PTransform):
         return quotas_within(self.budget.shares(capacity), tasks, slots, self.at_least_one)
 
     @staticmethod
-    def group_scale(quota: int, candidates: int) -> int:
-        """How many times n_samples each of a domain's tasks is sampled: 1 while its quota fits
-        its candidates, else the quota spread over all of them (rounded up)."""
-        return max(1, math.ceil(quota / candidates)) if candidates else 1
+    def group_scales(quota: int, chosen: int) -> list[int]:
+        """Each chosen task's multiple of n_samples, in selection order: 1 while the quota fits
+        the tasks, else the quota spread over them, the first ones taking one more so the
+        scales add up to the quota exactly."""
+        if chosen <= 0 or quota <= chosen:
+            return [1] * max(chosen, 0)
+        base, extra = divmod(quota, chosen)
+        return [base + (i < extra) for i in range(chosen)]
 
     def _select(self, kv, capacity, history):
         domain, task_ids = kv
@@ -70,18 +72,18 @@ class SampleByBudget(beam.PTransform):
         sampler = SAMPLERS.get(self.sampler)()
         candidates = [sampler.classify(t, TaskStats(*history[t]) if t in history else None,
                                        self.policy) for t in sorted(set(task_ids))]
-        scale = self.group_scale(quota, len(candidates))
         tasks = min(quota, len(candidates))
         chosen = select(candidates, tasks, sampler.class_quotas(tasks, self.policy),
                         self.seed, self.ids["iteration"])
+        scales = self.group_scales(quota, len(chosen))
         count("steer_selected", len(chosen))
-        for c in chosen:
+        for c, scale in zip(chosen, scales):
             yield (domain, c.task_id), scale
         figures = {"steer/planned_share": shares.get(domain, 0.0), "steer/quota": quota,
                    "steer/candidates": len(candidates), "steer/selected": len(chosen),
-                   "steer/shortfall": max(0, quota - len(chosen) * scale)}
+                   "steer/shortfall": max(0, quota - sum(scales))}
         if self.fill_repeats > 1:
-            figures["steer/group_scale"] = scale
+            figures["steer/group_scale"] = sum(scales) / len(scales) if scales else 0.0
         for klass in sorted({c.klass for c in candidates}):
             figures[f"steer/candidates_{klass}"] = sum(c.klass == klass for c in candidates)
             figures[f"steer/selected_{klass}"] = sum(c.klass == klass for c in chosen)

@@ -48,3 +48,11 @@ def test_a_small_domain_gets_its_share_in_bigger_groups():
 def test_without_repeats_the_share_goes_to_the_other_domain():
     run({"add": 2, "interval": 20}, 1, 88,
         expect({"add": 8, "interval": 80}, {"add": [4, 4], "interval": [4] * 20}))
+
+
+def test_uneven_scales_add_up_to_the_quota_exactly():
+    # 64 / 4 = 16 slots, 8 each: add's 3 tasks take 8 slots as scales 3, 3, 2 (groups 12, 12, 8)
+    run({"add": 3, "interval": 20}, 4, 64,
+        expect({"add": 32, "interval": 32}, {"add": [8, 12, 12], "interval": [4] * 8}))
+    assert SampleByBudget.group_scales(35, 16) == [3, 3, 3] + [2] * 13
+    assert SampleByBudget.group_scales(5, 8) == [1] * 8 and SampleByBudget.group_scales(0, 0) == []
