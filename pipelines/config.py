@@ -126,8 +126,12 @@ class OverlapSettings:
     ([train] off_policy). 0: the synchronous loop, training in the driver's process."""
     max_staleness: int = 0                # versions the sampler may lag the trainer by
     trainer_processes: int = 1            # > 1: data-parallel ranks (torch.distributed) per update
+    trainer_sharding: str = "ddp"         # ddp: every rank holds the weights; fsdp: sharded (FSDP2)
 
     def __post_init__(self):
+        if self.trainer_sharding not in ("ddp", "fsdp"):
+            raise ValueError(f"overlap.trainer_sharding must be ddp or fsdp, got "
+                             f"{self.trainer_sharding!r}")
         if self.max_staleness < 0:
             raise ValueError(f"overlap.max_staleness must be >= 0, got {self.max_staleness}")
         if self.trainer_processes < 1:

@@ -99,6 +99,8 @@ RUN_FLAGS = {
                         "trains in a process of its own (0: synchronous)"),
     "--trainer-processes": ("overlap.trainer_processes", int, "data-parallel trainer processes "
                             "(torch.distributed: gloo on CPU, nccl on GPUs) per update"),
+    "--trainer-sharding": ("overlap.trainer_sharding", str, "with --trainer-processes > 1: ddp "
+                           "(every rank holds the weights) or fsdp (FSDP2 shards them)"),
     "--off-policy": ("train.off_policy", str, "rows sampled by older weights: decoupled (ratio to "
                      "the update's starting weights, capped importance weights) or behaviour "
                      "(ratio to the sampler's, no correction)"),

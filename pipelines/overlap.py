@@ -146,7 +146,8 @@ def update_spec(config: RunConfig, layout: RunLayout, initial: str, k: int) -> d
             older.append(uri)
     return spec_of(layout.table_dir("trajectories", k), start, layout.checkpoint(k), config.train,
                    seed=config.seed * 1_000_003 + k, result="", reference_checkpoint_uri=initial,
-                   algorithm=config.algorithm, older_checkpoint_uris=older)
+                   algorithm=config.algorithm, older_checkpoint_uris=older,
+                   sharding=config.overlap.trainer_sharding)
 
 
 def run_overlapped(config: RunConfig, layout: RunLayout, info: dict, initial: str, first: int,

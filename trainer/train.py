@@ -12,6 +12,10 @@ are allowed too, and corrected for (trainer/off_policy.py).
 
 The rows are streamed (trainer/trajectory_stream.py), never all held: an iteration of 100k+
 attempts trains in the memory of one window of rows.
+
+Under a torchrun launch (trainer/distributed.py) every rank runs this same function: each checks
+the same rows and refuses them alike before any collective, trains on its share of every
+minibatch, and rank 0 alone writes the checkpoint while the others wait for it.
 """
 import copy
 import logging
@@ -19,6 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from flywheel.schemas.read import table_dataset
+from flywheel.trainer import distributed
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.checkpoint import load_checkpoint, recorded_digest, save_checkpoint
 from flywheel.trainer.off_policy import StalePolicyError, check_staleness
@@ -43,6 +48,7 @@ def train_iteration(
     window_rows: int = WINDOW_ROWS,
     algorithm: Algorithm = Algorithm(),
     older_checkpoint_uris: Sequence[str] = (),
+    sharding: str = "ddp",
 ) -> dict:
     """Train the policy at `init_checkpoint_uri` on one iteration's trajectories with the run's
     `algorithm` (loss, aggregation, credit: the one the rollout assigned advantages with); save
@@ -54,7 +60,14 @@ def train_iteration(
     `older_checkpoint_uris`: the checkpoints 1, 2, ... versions before the start whose rows
     may be trained on (an overlapped run's max_staleness of them); the stats then hold
     stale_rows, staleness_mean and staleness_max, and the importance weights' statistics.
+    `sharding`, under a data-parallel launch (trainer/distributed.py): "ddp", every rank holds
+    the whole model and optimizer, gradients summed; "fsdp", parameters, gradients and
+    optimizer state sharded over the ranks (FSDP2). One process ignores it.
     """
+    if sharding not in distributed.SHARDINGS:
+        raise ValueError(f"unknown sharding {sharding!r}: known ones are "
+                         f"{', '.join(distributed.SHARDINGS)}")
+    rank, ranks = distributed.start()  # (0, 1) unless launched data-parallel
     device = pick_device()
     dataset = table_dataset(trajectories_uri, "trajectories", missing_ok=False)
     ckpt = load_checkpoint(init_checkpoint_uri, device=device)
@@ -73,9 +86,15 @@ def train_iteration(
     if staleness.get("stale_rows"):  # a frozen copy of the starting weights: pi_prox
         proximal = copy.deepcopy(policy)
         proximal.module.eval().requires_grad_(False)
+    sharded = sharding == "fsdp" and ranks > 1
+    if sharded:
+        distributed.shard_module(policy.module)
     optimizer = build_optimizer(policy, **cfg.adamw())
     if ckpt.optimizer_state is not None:
-        optimizer.load_state_dict(ckpt.optimizer_state)  # keeps Adam's moments...
+        if sharded:  # each rank its shard of Adam's moments
+            distributed.load_optimizer_state(policy.module, optimizer, ckpt.optimizer_state)
+        else:
+            optimizer.load_state_dict(ckpt.optimizer_state)  # keeps Adam's moments...
         apply_hyperparams(optimizer, **cfg.adamw())  # ...but this iteration's lr, betas, weight decay
     reference = None
     if cfg.kl_coef > 0:
@@ -90,7 +109,11 @@ def train_iteration(
         "train_config": cfg.to_dict(),
         "algorithm": algorithm.to_dict(),
     }
-    save_checkpoint(out_checkpoint_uri, policy, optimizer, meta)
+    if sharded:  # rank 0 saves the whole weights and optimizer state, gathered
+        policy, optimizer = _gathered(policy, optimizer, init_checkpoint_uri, cfg)
+    if rank == 0:  # ddp: every rank holds the same weights and optimizer state
+        save_checkpoint(out_checkpoint_uri, policy, optimizer, meta)
+    distributed.barrier()  # the checkpoint is complete when any rank returns
     return stats
 
 
@@ -115,6 +138,20 @@ def check_sampled_from(digests: Counter, digest: str, trajectories_uri: str,
         log.warning("%s: %d of %d trajectory rows record no checkpoint_digest (tables of schema "
                     "1.0 have none): cannot check they were sampled from %s (%s)",
                     trajectories_uri, unknown, total, checkpoint_uri, digest)
+
+
+def _gathered(policy: Policy, optimizer, init_checkpoint_uri: str, cfg: TrainConfig):
+    """(policy, optimizer) unsharded on rank 0's CPU from an FSDP-sharded pair (a collective);
+    (None, None) on the other ranks. The unsharded policy is the starting checkpoint's, reloaded,
+    with the trained weights loaded into it."""
+    weights, state = distributed.full_state(policy.module, optimizer)
+    if distributed.world()[0] != 0:
+        return None, None
+    whole = load_checkpoint(init_checkpoint_uri, device="cpu").policy
+    whole.module.load_state_dict(weights)
+    whole_optimizer = build_optimizer(whole, **cfg.adamw())
+    whole_optimizer.load_state_dict(state)
+    return whole, whole_optimizer
 
 
 def _frozen(uri: str | None, device) -> Policy:

@@ -5,7 +5,8 @@ k+1: a process, not a thread, so the update's Python work never waits on the rol
 interpreter lock, and so the same entry point serves a data-parallel launch (`torchrun
 --nproc-per-node N -m flywheel.trainer.train_job SPEC.json`, trainer/distributed.py).
 
-SPEC holds train_iteration's arguments as JSON (cfg and algorithm as their to_dict()) and
+SPEC holds train_iteration's arguments as JSON (cfg and algorithm as their to_dict(); a spec
+without `sharding` means "ddp", which one process ignores) and
 `result`, the path the job writes {"stats": ...} to, or {"error": type, "message": ...} when the
 update refuses its rows (StalePolicyError) or its settings (ValueError): the driver raises the
 same error by name. Anything else is a crash: a traceback on stderr and a non-zero exit.
@@ -26,13 +27,14 @@ REFUSALS = {"StalePolicyError": StalePolicyError, "ValueError": ValueError}
 
 def spec_of(trajectories_uri: str, init_checkpoint_uri: str, out_checkpoint_uri: str,
             cfg: TrainConfig, seed: int, result: str, reference_checkpoint_uri: str | None = None,
-            algorithm: Algorithm = Algorithm(), older_checkpoint_uris=()) -> dict:
+            algorithm: Algorithm = Algorithm(), older_checkpoint_uris=(),
+            sharding: str = "ddp") -> dict:
     """The JSON spec of one train_iteration call (see the module doc)."""
     return {"trajectories_uri": trajectories_uri, "init_checkpoint_uri": init_checkpoint_uri,
             "out_checkpoint_uri": out_checkpoint_uri, "cfg": cfg.to_dict(), "seed": seed,
             "reference_checkpoint_uri": reference_checkpoint_uri,
             "algorithm": algorithm.to_dict(), "older_checkpoint_uris": list(older_checkpoint_uris),
-            "result": result}
+            "sharding": sharding, "result": result}
 
 
 def run(spec: dict) -> dict:
@@ -45,7 +47,8 @@ def run(spec: dict) -> dict:
                                 spec["out_checkpoint_uri"], TrainConfig(**cfg), seed=spec["seed"],
                                 reference_checkpoint_uri=spec["reference_checkpoint_uri"],
                                 algorithm=Algorithm(**spec["algorithm"]),
-                                older_checkpoint_uris=spec["older_checkpoint_uris"])
+                                older_checkpoint_uris=spec["older_checkpoint_uris"],
+                                sharding=spec.get("sharding", "ddp"))
     except (StalePolicyError, ValueError) as e:
         return {"error": type(e).__name__ if type(e).__name__ in REFUSALS else "ValueError",
                 "message": str(e)}

@@ -17,6 +17,7 @@ import torch
 from flywheel.trainer.aggregation import masked_mean
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import carried_advantages, has_signal
+from flywheel.trainer import distributed
 from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES
 from flywheel.trainer.off_policy import OFF_POLICY_MODES, behaviour_weights
 from flywheel.trainer.policy import Policy
@@ -79,8 +80,9 @@ def pick_device() -> torch.device:
     (Beam workers, sandboxes, tests) the OpenMP threads wait on each other and it gets 5-10x
     slower (10-25 s). Set FLYWHEEL_TORCH_THREADS on a dedicated many-core trainer.
     """
-    if torch.cuda.is_available():
-        return torch.device("cuda")
+    if torch.cuda.is_available():  # under a data-parallel launch, this process's own device
+        return (torch.device("cuda", distributed.local_rank()) if distributed.world()[1] > 1
+                else torch.device("cuda"))
     torch.set_num_threads(int(os.environ.get("FLYWHEEL_TORCH_THREADS", "1")))
     return torch.device("cpu")
 
@@ -92,13 +94,16 @@ class MinibatchSource(Protocol):
     `minibatches(order, size)` yields lists of row dicts: the rows numbered order[0:size], then
     order[size:2*size], ..., where row i is the i-th row with signal in table order. The sizes
     are known before any row is drawn (the loss's norm_length needs the longest response).
+    With `rank`, `world` (a data-parallel update, trainer/distributed.py) each minibatch is only
+    this rank's share of it, its rows rank, rank + world, ...: possibly none, still yielded.
     """
     n_sequences: int      # rows with signal
     n_tokens: int         # their response tokens
     longest_response: int
     n_non_finite: int     # rows with signal carrying a NaN or infinite advantage
 
-    def minibatches(self, order: np.ndarray, size: int) -> Iterator[list[dict]]: ...
+    def minibatches(self, order: np.ndarray, size: int, rank: int = 0,
+                    world: int = 1) -> Iterator[list[dict]]: ...
 
 
 class RowsInMemory:
@@ -112,9 +117,10 @@ class RowsInMemory:
         self.n_non_finite = sum(not np.all(np.isfinite(carried_advantages(r, credit)))
                                 for r in self.rows)
 
-    def minibatches(self, order: np.ndarray, size: int) -> Iterator[list[dict]]:
+    def minibatches(self, order: np.ndarray, size: int, rank: int = 0,
+                    world: int = 1) -> Iterator[list[dict]]:
         for start in range(0, len(order), size):
-            yield [self.rows[i] for i in order[start : start + size]]
+            yield [self.rows[i] for i in order[start : start + size][rank::world]]
 
 
 def train_on_rows(
@@ -165,6 +171,10 @@ def train_on_minibatches(
     and their tokens weighted by trainer/off_policy.py's capped importance weights, whose
     statistics (is_weight_mean, is_weight_max, is_clip_frac) join the returned ones. Without a
     start digest every row is trained as the sampler's own.
+
+    Inside a process group (a torchrun launch, trainer/distributed.py) the update is data
+    parallel: each rank trains on its share of every minibatch, the gradients are summed over
+    ranks before clipping, and every rank returns the stats a single process would.
     """
     if cfg.kl_coef > 0 and reference is None:
         raise ValueError(f"kl_coef={cfg.kl_coef} needs a reference policy")
@@ -184,14 +194,21 @@ def train_on_minibatches(
     step = _Step(policy, cfg, algorithm, overrides, reference, device,
                  start_digest, proximal if correcting else None)
     policy.module.train()
+    rank, ranks = distributed.world()
     for _ in range(cfg.epochs):
         order = rng.permutation(source.n_sequences)
-        for minibatch in source.minibatches(order, cfg.minibatch_size):
+        shards = {"rank": rank, "world": ranks} if ranks > 1 else {}
+        for minibatch in source.minibatches(order, cfg.minibatch_size, **shards):
             optimizer.zero_grad(set_to_none=True)
-            step_stats = step.accumulate(minibatch)
+            if ranks > 1:
+                step_stats = step.accumulate_share(minibatch, list(stats))
+            else:
+                step_stats = step.accumulate(minibatch)
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.module.parameters(), cfg.max_grad_norm)
             optimizer.step()
             counts["n_steps"] += 1
+            if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor, the norm of all shards
+                grad_norm = grad_norm.full_tensor()
             step_stats["grad_norm"] = grad_norm.item()
             for k in stats:
                 stats[k] += step_stats[k]
@@ -213,20 +230,71 @@ class _Step:
         self.loss_fn, self.unit = LOSSES.get(algorithm.loss), algorithm.loss_unit()
         self.kl_fn = KL_ESTIMATORS.get(cfg.kl_estimator)
         self.diff: dict = {}
+        # to add up over ranks (accumulate_share): the first microbatch's |logprob gap| (sum,
+        # count, max), the off-policy weights' (stale tokens, weight sum, capped, max)
+        self.gap_parts, self.diff_reduced, self.is_parts = [], False, [0.0, 0.0, 0.0, -np.inf]
 
-    def accumulate(self, minibatch: list[dict]) -> dict:
+    def accumulate(self, minibatch: list[dict], across_ranks: bool = False) -> dict:
+        """Backward passes over `minibatch`; returns its stats. `across_ranks`: the minibatch
+        is this rank's share of one split over ranks, weighted by its share of the units of the
+        whole (the stats are then this rank's part of sums; see accumulate_share)."""
         minibatch = [s for row in minibatch for s in segment_rows(row)]  # each context as seen
-        micro = microbatches(minibatch, self.cfg.micro_tokens)
+        micro = microbatches(minibatch, self.cfg.micro_tokens) if minibatch else []
         tokens = [sum(map(trained_tokens, m)) for m in micro]
         units = tokens if self.unit == "token" else [sum(trained_tokens(r) > 0 for r in m)
                                                      for m in micro]
+        total_units, total_tokens = sum(units), sum(tokens)
+        if across_ranks:  # the whole minibatch's units, so the ranks' gradients sum to its own
+            total_units, total_tokens = distributed.all_reduce([total_units, total_tokens])
+        self.is_parts = [0.0, 0.0, 0.0, -np.inf]
         out: dict = {}
+        if across_ranks and distributed.is_sharded(self.policy.module):
+            # FSDP: each forward and backward is a collective, so every rank runs as many
+            most = int(distributed.all_reduce([len(micro)], op="max")[0])
+            for _ in range(most - len(micro)):
+                self._idle_pass()
         for m, n_units, n_tokens in zip(micro, units, tokens):
-            w, w_tok = n_units / max(sum(units), 1), n_tokens / max(sum(tokens), 1)
+            w, w_tok = n_units / max(total_units, 1), n_tokens / max(total_tokens, 1)
             for k, v in self._backward(m, w, w_tok).items():  # pg_loss as the loss weighs it,
                 out[k] = out.get(k, 0.0) + v * (w if k == "pg_loss" else w_tok)  # others by tokens
-        out["loss"] = out["pg_loss"] + self.cfg.kl_coef * out.get("kl", 0.0)
+        if not across_ranks:
+            out["loss"] = out["pg_loss"] + self.cfg.kl_coef * out.get("kl", 0.0)
         return out
+
+    def accumulate_share(self, share: list[dict], names: list[str]) -> dict:
+        """accumulate() for this rank's `share` of a minibatch split over ranks (possibly
+        empty: the rank still joins every collective), then the gradients summed over ranks;
+        returns the stats of `names` that a single process would return for the whole
+        minibatch (grad_norm aside, which the caller measures)."""
+        out = self.accumulate(share, across_ranks=True)
+        if not distributed.is_sharded(self.policy.module):  # FSDP's backward summed them
+            distributed.sum_gradients(self.policy.module.parameters())
+        summed = [k for k in names if k not in ("loss", "grad_norm") and not k.startswith("is_")]
+        first = not self.diff_reduced  # the step that measured the logprob gap (see _backward)
+        gap = self.gap_parts if first and self.gap_parts else [0.0, 0.0, -np.inf]
+        sums = distributed.all_reduce([out.get(k, 0.0) for k in summed] + self.is_parts[:3]
+                                      + gap[:2])
+        highest = distributed.all_reduce([self.is_parts[3], gap[2]], op="max")
+        stats = dict(zip(summed, sums))
+        stats["loss"] = stats["pg_loss"] + self.cfg.kl_coef * stats.get("kl", 0.0)
+        n_stale, weights, capped, gap_sum, gap_count = sums[len(summed):]
+        if any(k.startswith("is_") for k in names):  # as _off_policy reports them, minibatch-wide
+            stats.update(is_weight_mean=weights / n_stale if n_stale else 1.0,
+                         is_weight_max=highest[0] if n_stale else 1.0,
+                         is_clip_frac=capped / n_stale if n_stale else 0.0)
+        if first:  # every rank now holds the whole first minibatch's figures
+            self.diff_reduced = True
+            self.diff = {"logprob_diff_mean": gap_sum / max(gap_count, 1.0),
+                         "logprob_diff_max": highest[1]}
+        return stats
+
+    def _idle_pass(self) -> None:
+        """A forward and backward that add nothing to the gradient: a rank's turn in the
+        collectives of an FSDP microbatch it has no rows for."""
+        ids = torch.full((1, 2), self.policy.eos_ids[0], device=self.device)
+        logprobs = self.policy.token_logprobs(ids, torch.ones_like(ids, dtype=torch.bool),
+                                              torch.ones(1, device=self.device))
+        (logprobs.sum() * 0.0).backward()
 
     def _backward(self, rows: list[dict], w: float, w_tok: float) -> dict:
         policy, cfg = self.policy, self.cfg
@@ -236,6 +304,7 @@ class _Step:
         if not self.diff:
             gap = (logprobs.detach() - b["old_logprobs"]).abs()[mask.bool()]
             self.diff = {"logprob_diff_mean": gap.mean().item(), "logprob_diff_max": gap.max().item()}
+            self.gap_parts = [gap.sum().item(), float(gap.numel()), gap.max().item()]
         old, weights, is_stats = self._off_policy(rows, b, start)
         pg_loss, stats = self.loss_fn(logprobs, old, b["advantages"], mask,
                                       token_weights=weights, **self.overrides)
@@ -269,6 +338,12 @@ class _Step:
                                                     b["temperatures"], start)
         weights, stats = behaviour_weights(proximal, b["old_logprobs"], mask * stale_rows,
                                            self.cfg.is_cap)
+        n = (mask * stale_rows).sum().item()
+        if n:  # the same figures as sums over the stale tokens, to add up over ranks
+            parts = self.is_parts
+            self.is_parts = [parts[0] + n, parts[1] + stats["is_weight_mean"] * n,
+                             parts[2] + stats["is_clip_frac"] * n,
+                             max(parts[3], stats["is_weight_max"])]
         return (torch.where(stale_rows, proximal, b["old_logprobs"]),
                 torch.where(stale_rows, weights, mask), stats)
 

@@ -67,13 +67,27 @@ class StreamedRows:
         self.longest_response, self.n_non_finite = longest, non_finite
         self._whole: pa.Table | None = None  # all rows with signal, when they fit in one window
 
-    def minibatches(self, order: np.ndarray, size: int) -> Iterator[list[dict]]:
-        """The rows numbered by `order` (see MinibatchSource), `size` at a time."""
+    def minibatches(self, order: np.ndarray, size: int, rank: int = 0,
+                    world: int = 1) -> Iterator[list[dict]]:
+        """The rows numbered by `order` (see MinibatchSource), `size` at a time; with `world`
+        ranks, this rank's share of each minibatch only (the others' rows never become dicts,
+        and are not read unless the whole iteration fits in one kept window)."""
         window = max(size, self.window_rows // size * size)  # windows hold whole minibatches
         for start in range(0, len(order), window):
-            rows = self._window(order[start : start + window])
-            for first in range(0, rows.num_rows, size):
-                yield rows.slice(first, size).to_pylist()
+            picks = order[start : start + window]
+            if world == 1:
+                rows = self._window(picks)
+                for first in range(0, rows.num_rows, size):
+                    yield rows.slice(first, size).to_pylist()
+                continue
+            shares = [np.arange(first, min(first + size, len(picks)))[rank::world]
+                      for first in range(0, len(picks), size)]
+            mine = np.concatenate(shares)
+            rows = self._window(picks[mine]) if len(mine) else None  # none: read nothing
+            offset = 0
+            for share in shares:
+                yield rows.slice(offset, len(share)).to_pylist() if len(share) else []
+                offset += len(share)
 
     def _window(self, picks: np.ndarray) -> pa.Table:
         """The training columns of the rows with signal numbered `picks`, in that order."""
