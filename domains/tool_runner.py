@@ -79,6 +79,8 @@ class ToolRunner:
     def _request(build: Build, blank: Build | None, nonce: str) -> ExecRequest | None:
         try:
             return build(nonce)
+        except SandboxError:  # what the sandbox needs is missing here (an environment): not
+            raise             # the action's fault nor the task's
         except Exception as e:  # noqa: BLE001  blamed here, never raised out of a stage as is
             if blank is None:
                 raise

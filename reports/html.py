@@ -11,6 +11,8 @@ run directory beside it:
 - errors by kind per iteration
 - the trainer's loss, KL and grad norm (and its other statistics) where the run recorded them
 - the stage timeline: each iteration's rollout and update on one clock (reports/timeline.py)
+- for render domains, the best and worst renders of the last iteration beside their targets
+  (reports/render_panel.py)
 - per domain, where the run recorded `watch/*` metrics (pipelines/domain_watch.py): success,
   entropy, kept share and share of the update, and the warnings (a domain diverging from the
   others, an entropy collapse)
@@ -39,6 +41,7 @@ from matplotlib.figure import Figure
 from flywheel.pipelines.layout import RunLayout
 from flywheel.reports.eval_html import ablation_plot, eval_curves_plot, scaling_section
 from flywheel.reports.plots import ALL, Plot, draw_lines, png, text
+from flywheel.reports.render_panel import render_panel_for_run
 from flywheel.reports.timeline import timeline_plot
 from flywheel.reports.report import OTHERS, WATCH_CURVES, DomainWatch, domain_watch, evaluations
 from flywheel.schemas import TABLES, read_table
@@ -254,6 +257,7 @@ def render_report(run_dir: str) -> tuple[str, list[Plot]]:
         if grid:
             plots.append(grid)
             sections.append(_plot_section(grid))
+    sections += [p for p in [render_panel_for_run(run_dir)] if p]  # render domains' pictures
     sections += [f'<p class="note">{html.escape(n)}</p>' for n in notes]
     ids = tables.rows("SELECT DISTINCT run_id FROM metrics")
     title = f"Flywheel run {', '.join(r[0] for r in ids) or run_dir}"

@@ -19,11 +19,14 @@ COLORS = {"rollout": "tab:blue", "train": "tab:orange"}
 
 def stage_windows(run_dir: str) -> dict[int, dict[str, tuple[float, float]]]:
     """{iteration: {stage: (start, end)}} of the committed iterations whose markers hold them
-    (markers written before stages were recorded have none and are left out)."""
+    (markers written before stages were recorded, or not by the driver, are left out)."""
     layout = RunLayout(run_dir)
     out = {}
     for k in layout.committed_iterations():
-        stages = layout.read_json(layout.commit_marker(k)).get("stages") or {}
+        try:
+            stages = layout.read_json(layout.commit_marker(k)).get("stages") or {}
+        except (ValueError, OSError, AttributeError):  # an empty or foreign marker: no stages
+            continue
         windows = {s: (float(w[0]), float(w[1])) for s, w in stages.items() if s in LANES}
         if windows:
             out[k] = windows

@@ -125,3 +125,23 @@ def repo_sandbox(request, sandbox):
     backend = request.getfixturevalue("docker_daemon").backend()
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="module")
+def render_env():
+    """$FLYWHEEL_ENVIRONMENTS with the `render` environment (matplotlib, numpy, pillow for the
+    render domains' harness), copied once from this interpreter under /tmp
+    (domains/render_environment.py), where the sandbox's uid can read it."""
+    import os
+    import tempfile
+    pytest.importorskip("matplotlib", reason="the render environment is copied from this "
+                                             "interpreter's matplotlib")
+    from flywheel.domains.render_environment import copy_installed
+    before = os.environ.get("FLYWHEEL_ENVIRONMENTS")
+    os.environ["FLYWHEEL_ENVIRONMENTS"] = os.path.join(tempfile.gettempdir(), "flywheel-render-envs")
+    copy_installed()
+    yield os.environ["FLYWHEEL_ENVIRONMENTS"]
+    if before is None:
+        os.environ.pop("FLYWHEEL_ENVIRONMENTS")
+    else:
+        os.environ["FLYWHEEL_ENVIRONMENTS"] = before

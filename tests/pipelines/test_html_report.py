@@ -38,11 +38,11 @@ def test_the_page_embeds_every_plot(run_dir, tmp_path):
     done = subprocess.run(f"flywheel report --run-dir {run_dir} --html {path} | cat", shell=True,
                           capture_output=True, text=True, timeout=300)
     assert done.stdout == (f"wrote {path}: Held-out pass@1, Training reward and pass rate, "
-                           "Learning signal, Errors by kind, Trainer, Domains\n"), done.stderr
+                           "Learning signal, Errors by kind, Trainer, Stage timeline, Domains\n"), done.stderr
     page = path.read_text()
     images = IMAGES.findall(page)
     assert [alt for alt, _ in images] == ["Held-out pass@1", "Training reward and pass rate",
-                                          "Learning signal", "Errors by kind", "Trainer", "Domains"]
+                                          "Learning signal", "Errors by kind", "Trainer", "Stage timeline", "Domains"]
     for _, data in images:
         png = base64.b64decode(data)
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
@@ -59,7 +59,7 @@ def test_a_run_being_written_is_reported_from_its_committed_iterations(run_dir, 
         part.parent.mkdir(parents=True, exist_ok=True)
         part.write_bytes(b"PAR1 half a file being written")
     plots = write_report(str(copy), str(tmp_path / "report.html"))
-    assert len(plots) == 6 and "2 committed iterations" in (tmp_path / "report.html").read_text()
+    assert len(plots) == 7 and "2 committed iterations" in (tmp_path / "report.html").read_text()
 
 
 def chromium_dump(page_path) -> str:
@@ -78,13 +78,13 @@ def test_every_image_loads_in_headless_chromium(run_dir, tmp_path):
     write_report(str(run_dir), str(page))
     checked = tmp_path / "checked.html"
     checked.write_text(page.read_text().replace("</body>", CHECK_IMAGES + "</body>"))
-    assert chromium_dump(checked) == "loaded 6 of 6"
+    assert chromium_dump(checked) == "loaded 7 of 7"
     # the check can fail: an image whose data is no PNG does not load
     broken = tmp_path / "broken.html"
     first = IMAGES.search(checked.read_text()).group(2)
     not_png = base64.b64encode(b"no PNG here").decode()
     broken.write_text(checked.read_text().replace(first, not_png, 1))
-    assert chromium_dump(broken) == "loaded 5 of 6"
+    assert chromium_dump(broken) == "loaded 6 of 7"
     shot = tmp_path / "report.png"
     subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                     f"--screenshot={shot}", "--window-size=1200,3400", f"file://{page}"],
