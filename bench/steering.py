@@ -13,7 +13,7 @@ weights; iteration 0's held-out pass@1 is that policy's in both. Each arm's run 
 its wall time and a results table are printed.
 
 mixture: a task file (`--tasks`, no generated tasks) where the easy domain (interval) has 10x
-the training tasks of a small one (add) and a third (reverse) is far harder, each with held-out
+the training tasks of a small one (reverse) and a third (digitsum) is far harder, each with held-out
 rows. off: the defaults (every file task each iteration, so the big domain takes most attempts).
 on: `--sampler uniform --attempts A --fill-repeats 4` (A = off's attempts per iteration, equal
 budget weights: a domain with too few tasks for its third samples them in groups up to 4x) with
@@ -53,7 +53,7 @@ from rich.table import Table
 
 from flywheel.reports.sql import query
 
-MIXTURE = {"interval": 80, "add": 8, "reverse": 16}      # training tasks per domain in the file
+MIXTURE = {"interval": 80, "reverse": 8, "digitsum": 16}  # training tasks per domain in the file
 MIXTURE_HELDOUT = 32
 # 20 domains whose prompts (median bytes: 6..176) fit the curriculum arms' 192-byte context
 CURRICULUM = ("add", "interval", "reverse", "digitsum", "pyexpr", "math_linear", "math_discount",
