@@ -52,9 +52,12 @@ def execution(response, reference=CHART, stdout=None):
 
 
 def score(response, **kwargs):
-    start = time.monotonic()
-    verdict = verify(task(), "```python\nx = 1\n```", execution(response, **kwargs))
-    assert time.monotonic() - start < 5, "the comparison took too long"
+    """The verdict on `response`'s report; the trusted comparison must stay bounded: CPU seconds
+    of this process, so a loaded machine does not fail it (a hang or a blow-up still would)."""
+    ran = execution(response, **kwargs)
+    start = time.process_time()
+    verdict = verify(task(), "```python\nx = 1\n```", ran)
+    assert time.process_time() - start < 5, "the comparison took too long"
     return verdict
 
 
