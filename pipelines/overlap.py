@@ -74,14 +74,18 @@ def trainer_command(spec_path: str, processes: int) -> list[str]:
 
 
 class TrainerLane:
-    """Updates run one at a time, in submission order, each as a subprocess, on a thread of
-    their own; the driver's thread collects them (commits) when it needs their checkpoints."""
+    """Updates run one at a time, in submission order, on a thread of their own: one long-lived
+    `train_job --serve` process for a single-process trainer (no start-up per update), or a
+    torchrun launch per update for several ranks. The driver's thread collects them (commits)
+    when it needs their checkpoints."""
 
     def __init__(self, processes: int = 1, workdir: str | None = None):
         self.processes = processes
         self.workdir = workdir or tempfile.mkdtemp(prefix="flywheel-trainer-")
         self.jobs: queue.Queue[_Job | None] = queue.Queue()
         self.pending: list[_Job] = []
+        self.server: subprocess.Popen | None = None
+        self.server_log = os.path.join(self.workdir, "train-server.log")
         self.thread = threading.Thread(target=self._work, name="trainer-lane", daemon=True)
         self.thread.start()
 
@@ -96,21 +100,45 @@ class TrainerLane:
             spec_path = os.path.join(self.workdir, f"spec-{job.iteration}.json")
             with open(spec_path, "w") as f:
                 json.dump(job.spec, f)
-            log_path = os.path.join(self.workdir, f"train-{job.iteration}.log")
             started = time.time()
-            with open(log_path, "wb") as log:
-                code = subprocess.call(trainer_command(spec_path, self.processes), stdout=log,
-                                       stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+            if self.processes <= 1:
+                ok, log_path, why = self._serve(spec_path)
+            else:
+                log_path = os.path.join(self.workdir, f"train-{job.iteration}.log")
+                with open(log_path, "wb") as log:
+                    code = subprocess.call(trainer_command(spec_path, self.processes), stdout=log,
+                                           stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                ok, why = code == 0, f"exited with {code}"
             job.window = (started, time.time())
-            if code == 0 and os.path.exists(job.spec["result"]):
+            if ok and os.path.exists(job.spec["result"]):
                 with open(job.spec["result"]) as f:
                     job.result = json.load(f)
             else:
                 with open(log_path, "rb") as f:
                     tail = f.read()[-4000:].decode(errors="replace")
-                job.failure = (f"the update of iteration {job.iteration} exited with {code}; "
-                               f"its output ends:\n{tail}")
+                job.failure = (f"the update of iteration {job.iteration} {why}; its output "
+                               f"ends:\n{tail}")
             job.done.set()
+
+    def _serve(self, spec_path: str) -> tuple[bool, str, str]:
+        """(ok, log path, why not) of one update by the long-lived trainer process."""
+        if self.server is None:
+            with open(self.server_log, "ab") as log:
+                self.server = subprocess.Popen(
+                    [sys.executable, "-m", "flywheel.trainer.train_job", "--serve"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                    preexec_fn=_die_with_parent)
+        try:
+            self.server.stdin.write(spec_path + "\n")
+            self.server.stdin.flush()
+            reply = self.server.stdout.readline().strip()
+        except OSError:  # the process is gone (BrokenPipe)
+            reply = ""
+        if reply == f"done {spec_path}":
+            return True, self.server_log, ""
+        code = self.server.poll()
+        return False, self.server_log, (f"failed ({reply})" if reply else
+                                        f"ended: the trainer process exited with {code}")
 
     def collect(self, through: int, block: bool = True) -> list[_Job]:
         """The finished jobs of iterations <= `through`, in order, removed from the pending ones
@@ -132,6 +160,12 @@ class TrainerLane:
     def close(self) -> None:
         self.jobs.put(None)
         self.thread.join(timeout=5)
+        if self.server is not None:
+            try:
+                self.server.stdin.close()  # end of input: the server returns
+                self.server.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.server.kill()
 
 
 def update_spec(config: RunConfig, layout: RunLayout, initial: str, k: int) -> dict:

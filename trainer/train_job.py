@@ -5,6 +5,9 @@ k+1: a process, not a thread, so the update's Python work never waits on the rol
 interpreter lock, and so the same entry point serves a data-parallel launch (`torchrun
 --nproc-per-node N -m flywheel.trainer.train_job SPEC.json`, trainer/distributed.py).
 
+With `--serve` it stays up for many updates, one SPEC path per line of its stdin, answering
+`done PATH` on stdout (the overlapped loop's single-process trainer: no start-up per update).
+
 SPEC holds train_iteration's arguments as JSON (cfg and algorithm as their to_dict(); a spec
 without `sharding` means "ddp", which one process ignores) and
 `result`, the path the job writes {"stats": ...} to, or {"error": type, "message": ...} when the
@@ -61,9 +64,44 @@ def raise_refusal(result: dict) -> None:
         raise REFUSALS.get(result["error"], ValueError)(result["message"])
 
 
+def write_result(spec: dict, out: dict) -> None:
+    """The result file, written whole (a temporary file renamed)."""
+    tmp = spec["result"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(out, f)
+    os.replace(tmp, spec["result"])
+
+
+def serve(lines, reply) -> int:
+    """`--serve`: one process for many updates, so each does not pay for starting Python and
+    torch again (seconds, against a tiny policy's update of a few). Each input line is a SPEC
+    path; the update runs and `done PATH` is replied once its result file is written. Each
+    update builds everything it uses from its spec, as a fresh process would. A crash is a
+    traceback on stderr and `failed PATH`; the caller ends the run."""
+    import contextlib
+    import traceback
+    for line in lines:
+        path = line.strip()
+        if not path:
+            continue
+        try:
+            with open(path) as f:
+                spec = json.load(f)
+            with contextlib.redirect_stdout(sys.stderr):  # stdout carries the replies alone
+                write_result(spec, run(spec))
+        except BaseException:  # noqa: BLE001  reported, then the caller stops
+            traceback.print_exc()
+            reply(f"failed {path}")
+            return 1
+        reply(f"done {path}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--serve"]:
+        return serve(sys.stdin, lambda text: print(text, flush=True))
     if len(argv) != 1:
-        print("usage: python -m flywheel.trainer.train_job SPEC.json", file=sys.stderr)
+        print("usage: python -m flywheel.trainer.train_job SPEC.json | --serve", file=sys.stderr)
         return 2
     with open(argv[0]) as f:
         spec = json.load(f)
@@ -72,10 +110,7 @@ def main(argv: list[str]) -> int:
     finally:
         distributed.finish()  # a data-parallel launch's process group (train_iteration joins it)
     if int(os.environ.get("RANK", "0")) == 0:  # one writer under a data-parallel launch
-        tmp = spec["result"] + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(out, f)
-        os.replace(tmp, spec["result"])
+        write_result(spec, out)
     return 0
 
 
