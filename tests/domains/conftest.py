@@ -1,6 +1,9 @@
 """Shared fixtures: one real sandbox backend per test module, and a scorer that runs a domain's
 program in it with the program's own limits, then the domain's verifier (no mocks)."""
 
+import contextlib
+import os
+
 import pytest
 
 from flywheel.domains.registry import get_domain
@@ -72,12 +75,26 @@ def copy_packages(target):
             shutil.copy2(origin, target / origin.name)
 
 
+@contextlib.contextmanager
+def environments_root(root):
+    """$FLYWHEEL_ENVIRONMENTS set to `root` for the block (module-scoped fixtures cannot take
+    monkeypatch), then as it was."""
+    before = os.environ.get("FLYWHEEL_ENVIRONMENTS")
+    os.environ["FLYWHEEL_ENVIRONMENTS"] = str(root)
+    try:
+        yield root
+    finally:
+        if before is None:
+            os.environ.pop("FLYWHEEL_ENVIRONMENTS")
+        else:
+            os.environ["FLYWHEEL_ENVIRONMENTS"] = before
+
+
 @pytest.fixture(scope="module")
 def environments():
     """$FLYWHEEL_ENVIRONMENTS for the module: `pytest-env` holds pytest (copied from this
     interpreter), `bare` nothing. Under /tmp, not pytest's 0700 tmp dir: the sandbox's uid must
     reach it."""
-    import os
     import shutil
     import tempfile
     from pathlib import Path
@@ -89,13 +106,8 @@ def environments():
         os.chmod(here, 0o755)
         for name in files:
             os.chmod(os.path.join(here, name), 0o644)
-    before = os.environ.get("FLYWHEEL_ENVIRONMENTS")
-    os.environ["FLYWHEEL_ENVIRONMENTS"] = str(root)
-    yield root
-    if before is None:
-        os.environ.pop("FLYWHEEL_ENVIRONMENTS")
-    else:
-        os.environ["FLYWHEEL_ENVIRONMENTS"] = before
+    with environments_root(root):
+        yield root
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -132,16 +144,10 @@ def render_env():
     """$FLYWHEEL_ENVIRONMENTS with the `render` environment (matplotlib, numpy, pillow for the
     render domains' harness), copied once from this interpreter under /tmp
     (domains/render_environment.py), where the sandbox's uid can read it."""
-    import os
     import tempfile
     pytest.importorskip("matplotlib", reason="the render environment is copied from this "
                                              "interpreter's matplotlib")
     from flywheel.domains.render_environment import copy_installed
-    before = os.environ.get("FLYWHEEL_ENVIRONMENTS")
-    os.environ["FLYWHEEL_ENVIRONMENTS"] = os.path.join(tempfile.gettempdir(), "flywheel-render-envs")
-    copy_installed()
-    yield os.environ["FLYWHEEL_ENVIRONMENTS"]
-    if before is None:
-        os.environ.pop("FLYWHEEL_ENVIRONMENTS")
-    else:
-        os.environ["FLYWHEEL_ENVIRONMENTS"] = before
+    with environments_root(os.path.join(tempfile.gettempdir(), "flywheel-render-envs")) as root:
+        copy_installed()
+        yield root

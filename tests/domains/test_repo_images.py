@@ -28,6 +28,8 @@ from flywheel.sandbox import get_backend
 from flywheel.sandbox.docker_image import IMAGE
 from flywheel.verifiers import get_verifier
 
+from .conftest import environments_root
+
 pytestmark = pytest.mark.xdist_group("repo_images")  # one worker: the images built once
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 ENV_NAME = "imgtest"
@@ -93,13 +95,8 @@ def env_root():
     """$FLYWHEEL_ENVIRONMENTS for the module, under /tmp (the local sandbox's uid must reach it)."""
     root = Path(tempfile.mkdtemp(prefix="flywheel-envs-images-"))
     os.chmod(root, 0o755)
-    before = os.environ.get("FLYWHEEL_ENVIRONMENTS")
-    os.environ["FLYWHEEL_ENVIRONMENTS"] = str(root)
-    yield root
-    if before is None:
-        os.environ.pop("FLYWHEEL_ENVIRONMENTS")
-    else:
-        os.environ["FLYWHEEL_ENVIRONMENTS"] = before
+    with environments_root(root):
+        yield root
     shutil.rmtree(root, ignore_errors=True)
 
 

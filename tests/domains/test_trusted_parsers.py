@@ -140,16 +140,11 @@ def render_folder(tmp_path_factory):
     """An (empty) `render` environment folder: the render domains refuse to build a request on a
     machine without one (an environment error, whatever the response), which is not this test's
     subject."""
-    import os
+    from .conftest import environments_root
     root = tmp_path_factory.mktemp("envs")
     (root / "render").mkdir()
-    before = os.environ.get("FLYWHEEL_ENVIRONMENTS")
-    os.environ["FLYWHEEL_ENVIRONMENTS"] = str(root)
-    yield root
-    if before is None:
-        os.environ.pop("FLYWHEEL_ENVIRONMENTS")
-    else:
-        os.environ["FLYWHEEL_ENVIRONMENTS"] = before
+    with environments_root(root):
+        yield root
 
 
 @pytest.mark.parametrize("domain", SANDBOX_DOMAINS)
