@@ -64,6 +64,7 @@ def fenced(code):
     return f"```python\n{code}```"
 
 
+@pytest.mark.slow  # several sandbox renders each (the quick tier keeps the references)
 def test_hacks_and_near_misses_on_a_chart(run):
     task, spec = bar_task()
     right, report = run(task, task["answer"])
@@ -111,6 +112,7 @@ SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="200" height="150">'
        '<rect x="20" y="30" width="60" height="40" fill="red"/><circle cx="140" cy="80" r="25" fill="blue"/></svg>')
 
 
+@pytest.mark.slow  # several sandbox renders each (the quick tier keeps the references)
 def test_svg_hacks_and_near_misses(run):
     task = scene_row(f"print({SVG!r})\n", "svg")
     right, report = run(task, task["answer"])
@@ -132,6 +134,7 @@ def test_svg_hacks_and_near_misses(run):
     assert 0.6 < scores["recolored"].reward < 1.0 and scores["recolored"].components["colors"] == 0.5
 
 
+@pytest.mark.slow  # several sandbox renders each (the quick tier keeps the references)
 def test_scene3d_near_misses(run):
     code = ("import scene3d\nscene3d.box((0, 0, 0.5), 1, 'red')\nscene3d.sphere((2, 1, 1), 1, 'blue')\n")
     task = scene_row(code, "scene3d")
@@ -142,6 +145,7 @@ def test_scene3d_near_misses(run):
     assert wrong_kind.components["shapes"] == 0.5 and wrong_kind.verdict == "fail", wrong_kind
 
 
+@pytest.mark.slow  # tests/domains/test_non_answers.py sweeps these domains in the quick tier
 @pytest.mark.parametrize("name", DOMAINS)
 def test_non_answers_earn_nothing(run, name):
     task = get_domain(name).make_task("train", 0, 0)
