@@ -6,9 +6,7 @@ interpreter (domains/render_environment.py) under /tmp, where the sandbox's uid 
 
 import base64
 import io
-import os
 import random
-import tempfile
 
 import pytest
 
