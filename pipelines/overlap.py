@@ -28,6 +28,7 @@ import ctypes
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -166,6 +167,7 @@ class TrainerLane:
                 self.server.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 self.server.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)  # specs, results and logs of the updates
 
 
 def update_spec(config: RunConfig, layout: RunLayout, initial: str, k: int) -> dict:
