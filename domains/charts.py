@@ -46,8 +46,9 @@ class ChartEdit(RenderDomain):
     def sample_task(self, rng: random.Random) -> dict:
         spec = random_spec(rng)
         edited, request = random_edit(spec, rng)
-        prompt = (f"Here is a matplotlib program:\n{fenced(chart_code(spec))}\n"
+        source = chart_code(spec)
+        prompt = (f"Here is a matplotlib program:\n{fenced(source)}\n"
                   f"Change it so that {request}. Keep everything else as it is.\n{RULES}")
         code = chart_code(edited)
-        return {"prompt": prompt, "route": "matplotlib", "source_code": chart_code(spec),
+        return {"prompt": prompt, "route": "matplotlib", "source_code": source,
                 "reference_spec": edited, "reference_code": code, "answer": fenced(code)}

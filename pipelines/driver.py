@@ -170,12 +170,17 @@ def watch_domains(layout: RunLayout, info: dict, iteration: int, event: Event) -
     return found
 
 
+def checkpoint_after(layout: RunLayout, initial: str, iteration: int) -> str:
+    """The checkpoint iteration `iteration`'s update wrote, the initial policy for any before 0."""
+    return initial if iteration < 0 else layout.checkpoint(iteration)
+
+
 def sampled_checkpoint(layout: RunLayout, initial: str, iteration: int, staleness: int
                        ) -> tuple[str, int]:
     """(checkpoint URI, policy version) iteration `iteration` samples from: checkpoint k-1-s
     (version k-s), the initial policy (version 0) before there is one."""
     source = iteration - 1 - staleness
-    return (initial, 0) if source < 0 else (layout.checkpoint(source), source + 1)
+    return checkpoint_after(layout, initial, source), max(source + 1, 0)
 
 
 def roll_out(config: RunConfig, layout: RunLayout, info: dict, k: int, initial: str,
@@ -235,13 +240,13 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
         for k in range(first, config.iterations):
             layout.delete_iteration(k)  # leftovers of a killed attempt at this iteration
             if config.evaluation.every and k % config.evaluation.every == 0:
-                evaluate_policy(config, layout, info, k, initial if k == 0 else layout.checkpoint(k - 1),
+                evaluate_policy(config, layout, info, k, checkpoint_after(layout, initial, k - 1),
                                 options, event)
             rollout = roll_out(config, layout, info, k, initial, options, event)
             event("train_begin", {"iteration": k})
             started = time.time()
             stats = train_iteration(layout.table_dir("trajectories", k),
-                                    initial if k == 0 else layout.checkpoint(k - 1),
+                                    checkpoint_after(layout, initial, k - 1),
                                     layout.checkpoint(k), config.train,
                                     seed=config.seed * 1_000_003 + k,
                                     reference_checkpoint_uri=initial, algorithm=config.algorithm)

@@ -174,10 +174,11 @@ def update_spec(config: RunConfig, layout: RunLayout, initial: str, k: int) -> d
     """train_job's spec for iteration k: from checkpoint k-1, admitting rows of the
     max_staleness checkpoints before it (those that exist: the initial policy stands for the
     ones before the first)."""
-    start = initial if k == 0 else layout.checkpoint(k - 1)
+    from flywheel.pipelines.driver import checkpoint_after
+    start = checkpoint_after(layout, initial, k - 1)
     older = []
     for v in range(k - 2, k - 2 - config.overlap.max_staleness, -1):
-        uri = initial if v < 0 else layout.checkpoint(v)
+        uri = checkpoint_after(layout, initial, v)
         if uri != start and uri not in older:
             older.append(uri)
     return spec_of(layout.table_dir("trajectories", k), start, layout.checkpoint(k), config.train,
@@ -189,7 +190,7 @@ def update_spec(config: RunConfig, layout: RunLayout, initial: str, k: int) -> d
 def run_overlapped(config: RunConfig, layout: RunLayout, info: dict, initial: str, first: int,
                    options: PipelineOptions | None, event) -> None:
     """Iterations first..config.iterations-1, rollout k+1 beside update k (see the module doc)."""
-    from flywheel.pipelines.driver import commit, evaluate_policy, roll_out
+    from flywheel.pipelines.driver import checkpoint_after, commit, evaluate_policy, roll_out
     s, lane = config.overlap.max_staleness, TrainerLane(config.overlap.trainer_processes)
     every = config.evaluation.every
 
@@ -208,7 +209,7 @@ def run_overlapped(config: RunConfig, layout: RunLayout, info: dict, initial: st
         for v in range(0, min(newest, config.iterations - 1) + 1, every):
             if not layout.exists(layout.table_dir("evaluations", v)):
                 evaluate_policy(config, layout, info, v,
-                                initial if v == 0 else layout.checkpoint(v - 1), options, event)
+                                checkpoint_after(layout, initial, v - 1), options, event)
 
     try:
         for k in range(first, config.iterations):

@@ -325,9 +325,9 @@ class _Step:
         """(old log-probs, token weights or None, stats) for the loss: the sampler's and none,
         unless some rows were sampled by older weights and a proximal policy is held; then
         those rows' old log-probs are the proximal policy's and their tokens are weighted."""
-        stale = [r.get("checkpoint_digest") not in (None, self.start_digest) for r in rows]
-        if self.proximal is None:
+        if self.proximal is None:  # a synchronous update: nothing to look at per row
             return b["old_logprobs"], None, {}
+        stale = [r.get("checkpoint_digest") not in (None, self.start_digest) for r in rows]
         empty = {"is_weight_mean": 1.0, "is_weight_max": 1.0, "is_clip_frac": 0.0}
         if not any(stale):
             return b["old_logprobs"], None, empty
