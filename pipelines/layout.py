@@ -14,6 +14,7 @@ from apache_beam.io.filesystems import FileSystems
 from flywheel.transforms.gcs_credentials import anonymous_for_emulator
 
 from flywheel.schemas import TABLES, read_table, table_dataset
+from flywheel.schemas.tables import KEPT_TABLES, PARTITION_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ class RunLayout:
     def delete_iteration(self, iteration: int, keep: tuple[str, ...] = ()) -> None:
         """Remove everything an incomplete iteration may have written, so a rerun duplicates
         nothing; the tables named in `keep` stay (an overlapped run's evaluations)."""
-        paths = [self.table_dir(t, iteration) for t in TABLES if t not in keep]
+        paths = [self.table_dir(t, iteration) for t in TABLES
+                 if t not in keep and t not in KEPT_TABLES and "iteration" in PARTITION_COLUMNS[t]]
         paths += [self.checkpoint(iteration), self.join("iterations", str(iteration))]
         self._delete(paths)
 

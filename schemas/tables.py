@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 """Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns or
 struct fields (1.1: trajectories.checkpoint_digest; 1.2: multi-turn episodes, i.e. response_mask,
 episode_end and the turn fields after duration_ms; 1.3: context segments, i.e. `segments` and
-turns' `segment`; 1.4: segments' `summary`; 1.5: the `evaluations` table). Older tables read the
-added ones as null."""
+turns' `segment`; 1.4: segments' `summary`; 1.5: the `evaluations` table; 1.6: trajectories.reward_source and the
+data-flywheel tables: interactions, feedback, sft_examples, preference_pairs, review_queue,
+reviews). Older tables read the added ones as null."""
 
 TURN = pa.struct([
     ("action", pa.string()),
@@ -77,6 +78,7 @@ TRAJECTORIES = pa.schema([
     ("sandbox_cpu_ms", pa.float64()),
     ("started_at", pa.timestamp("us", tz="UTC")),
     ("finished_at", pa.timestamp("us", tz="UTC")),
+    ("reward_source", pa.string()),          # verifier (null reads as it) | review | review_pending
 ])
 
 EVALUATIONS = pa.schema([                    # `flywheel eval`: a trajectories row and how it was judged
@@ -116,15 +118,140 @@ METRICS = pa.schema([
     ("created_at", pa.timestamp("us", tz="UTC")),
 ])
 
+# --- the data flywheel (1.6): traffic in, human review, supervised data -----------------------
+
+INTERACTIONS = pa.schema([                   # `flywheel serve`: one row per chat completion
+    ("schema_version", pa.string()),
+    ("recorder_id", pa.string()),            # the recorder (its folder's name)
+    ("interaction_id", pa.string()),         # the completion's id, as the client got it
+    ("day", pa.string()),                    # YYYY-MM-DD (UTC) of created_at: the partition
+    ("created_at", pa.timestamp("us", tz="UTC")),
+    ("model", pa.string()),                  # the name served
+    ("checkpoint_digest", pa.string()),      # the weights that sampled it (policy_digest)
+    ("client", pa.string()),                 # the token's name that called
+    ("messages", pa.string()),               # JSON: the request's messages
+    ("tools", pa.string()),                  # JSON: the request's tools, or null
+    ("prompt", pa.string()),                 # the last user message's text
+    ("prompt_token_ids", pa.list_(pa.int32())),
+    ("response", pa.string()),
+    ("response_token_ids", pa.list_(pa.int32())),
+    ("response_logprobs", pa.list_(pa.float32())),
+    ("finish_reason", pa.string()),
+    ("sampling_temperature", pa.float32()),
+    ("max_tokens", pa.int32()),
+    ("seed", pa.int64()),
+    ("latency_ms", pa.float64()),
+])
+
+FEEDBACK = pa.schema([                       # `flywheel serve`'s feedback endpoint: one row per signal
+    ("schema_version", pa.string()),
+    ("recorder_id", pa.string()),
+    ("feedback_id", pa.string()),
+    ("interaction_id", pa.string()),
+    ("day", pa.string()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+    ("client", pa.string()),
+    ("rating", pa.float64()),                # +1 thumbs up, -1 down, or a score in [0, 1]
+    ("label", pa.string()),                  # e.g. up | down | ci_pass | ci_fail
+    ("correction", pa.string()),             # the response the user wanted instead
+    ("comment", pa.string()),
+])
+
+SFT_EXAMPLES = pa.schema([                   # demonstrations for `flywheel sft`
+    ("schema_version", pa.string()),
+    ("example_id", pa.string()),
+    ("source", pa.string()),                 # openai | plain | interactions | run | tasks | review
+    ("source_uri", pa.string()),             # the file or run it came from
+    ("source_line", pa.int64()),             # 1-based line in that file, or null
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("messages", pa.string()),               # JSON: the conversation before the response
+    ("prompt", pa.string()),                 # the last user message's text
+    ("response", pa.string()),
+    ("prompt_token_ids", pa.list_(pa.int32())),   # exact ids where recorded (token_source's)
+    ("response_token_ids", pa.list_(pa.int32())),
+    ("token_source", pa.string()),           # checkpoint digest or model whose tokenizer made the ids
+    ("reward", pa.float64()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+])
+
+PREFERENCE_PAIRS = pa.schema([               # (chosen, rejected) responses to one context, for DPO
+    ("schema_version", pa.string()),
+    ("pair_id", pa.string()),
+    ("source", pa.string()),
+    ("source_uri", pa.string()),
+    ("source_line", pa.int64()),
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("messages", pa.string()),
+    ("prompt", pa.string()),
+    ("chosen", pa.string()),
+    ("rejected", pa.string()),
+    ("prompt_token_ids", pa.list_(pa.int32())),
+    ("chosen_token_ids", pa.list_(pa.int32())),
+    ("rejected_token_ids", pa.list_(pa.int32())),
+    ("token_source", pa.string()),
+    ("reason", pa.string()),                 # correction | choice | rating | review
+    ("margin", pa.float64()),                # chosen's score minus rejected's, where known
+    ("created_at", pa.timestamp("us", tz="UTC")),
+])
+
+REVIEW_QUEUE = pa.schema([                   # attempts waiting for a person's label
+    ("schema_version", pa.string()),
+    ("run_id", pa.string()),
+    ("iteration", pa.int32()),
+    ("attempt_id", pa.string()),             # group_id/sample_index
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("group_id", pa.string()),
+    ("sample_index", pa.int32()),
+    ("reason", pa.string()),                 # unverified (no verifier) | audit (a verified sample)
+    ("prompt", pa.string()),
+    ("response", pa.string()),
+    ("observation", pa.string()),            # what executing it printed (cut to a bound)
+    ("verifier_reward", pa.float64()),       # audit: the verifier's reward; else null
+    ("verdict", pa.string()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+])
+
+REVIEWS = pa.schema([                        # `flywheel review serve`: one row per label given
+    ("schema_version", pa.string()),
+    ("run_id", pa.string()),
+    ("iteration", pa.int32()),               # the attempt's iteration
+    ("review_id", pa.string()),
+    ("attempt_id", pa.string()),
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("group_id", pa.string()),
+    ("sample_index", pa.int32()),
+    ("reviewer", pa.string()),
+    ("score", pa.float64()),                 # in [0, 1]: the reward it becomes
+    ("label", pa.string()),
+    ("comment", pa.string()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+])
+
 TABLES = {"trajectories": TRAJECTORIES, "errors": ERRORS, "metrics": METRICS,
-          "evaluations": EVALUATIONS}
+          "evaluations": EVALUATIONS, "interactions": INTERACTIONS, "feedback": FEEDBACK,
+          "sft_examples": SFT_EXAMPLES, "preference_pairs": PREFERENCE_PAIRS,
+          "review_queue": REVIEW_QUEUE, "reviews": REVIEWS}
 
 PARTITION_COLUMNS = {
     "trajectories": ("iteration", "domain"),
     "evaluations": ("iteration", "domain"),
     "errors": ("iteration",),
     "metrics": ("iteration",),
+    "interactions": ("day",),
+    "feedback": ("day",),
+    "sft_examples": (),
+    "preference_pairs": (),
+    "review_queue": ("iteration",),
+    "reviews": ("iteration",),
 }
+
+KEPT_TABLES = ("interactions", "feedback", "sft_examples", "preference_pairs", "reviews")
+"""Tables a rewritten iteration never deletes: people's labels and recorded traffic are not
+the run's to regenerate."""
 
 ERROR_KINDS = ("environment", "model", "input")
 VERDICTS = ("pass", "fail", "error")

@@ -1,0 +1,48 @@
+"""One Parquet file of a table from row dicts, without Beam: for the commands that write tables
+outside a pipeline (`flywheel import`, `flywheel serve`'s recorder, the review page)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+
+import pyarrow.parquet as pq
+
+from flywheel.schemas.tables import PARTITION_COLUMNS
+from flywheel.schemas.uris import resolve_uri
+from flywheel.schemas.validation import rows_to_file_table
+
+
+def table_file(root: str, table: str, row: Mapping, prefix: str = "part") -> str:
+    """A new file's URI for `row`'s partition of `table` under the folder `root` (a run dir or
+    any folder of tables): root/tables/<table>/<col>=<value>/<prefix>-<uuid>.parquet."""
+    parts = [f"{col}={row[col]}" for col in PARTITION_COLUMNS[table]]
+    return "/".join([root.rstrip("/"), "tables", table, *parts,
+                     f"{prefix}-{uuid.uuid4().hex[:16]}.parquet"])
+
+
+def write_rows(uri: str, table: str, rows: Iterable[Mapping]) -> str:
+    """Write `rows` (validated against `table`'s schema) as one Parquet file at `uri`, local or
+    gs://; written to a temporary name first and renamed where the filesystem can, so a reader
+    never sees half a file."""
+    arrow = rows_to_file_table(table, rows)
+    fs, path = resolve_uri(uri)
+    parent = path.rsplit("/", 1)[0]
+    fs.create_dir(parent, recursive=True)
+    local = type(fs).__name__ == "LocalFileSystem"
+    target = f"{parent}/.tmp-{uuid.uuid4().hex}" if local else path
+    with fs.open_output_stream(target) as f:
+        pq.write_table(arrow, f, compression="zstd")
+    if local:
+        fs.move(target, path)
+    return uri
+
+
+def write_partitioned(root: str, table: str, rows: Iterable[Mapping], prefix: str = "part"
+                      ) -> list[str]:
+    """`rows` written under `root` as one file per partition of `table`; the files' URIs."""
+    groups: dict[tuple, list[Mapping]] = {}
+    for row in rows:
+        groups.setdefault(tuple(str(row[c]) for c in PARTITION_COLUMNS[table]), []).append(row)
+    return [write_rows(table_file(root, table, group[0], prefix), table, group)
+            for group in groups.values()]
