@@ -65,6 +65,10 @@ class Policy(Protocol):
     def encode_observation(self, text: str) -> list[int]:
         """An observation between two turns (PolicyDefaults: the text without EOS)."""
 
+    def encode_messages(self, messages: list[dict]) -> list[int]:
+        """A chat conversation (OpenAI-style {role, content} dicts) up to the assistant's next
+        turn (PolicyDefaults: the messages' texts, one per line, as a plain prompt)."""
+
     def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
                seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
         """Continue each prompt (len(prompts) rows) until an EOS id, `max_new_tokens` or a full
@@ -117,8 +121,22 @@ class PolicyDefaults:
         plain prompt."""
         return self.encode_prompt(text)
 
+    def encode_messages(self, messages: list[dict]) -> list[int]:
+        """Ids of a conversation up to the assistant's next turn: without a chat template, each
+        message's text on its own line (the last user message alone reads as encode_prompt's)."""
+        texts = [message_text(m) for m in messages]
+        return self.encode_prompt("\n".join(t for t in texts if t))
+
     def encode_observation(self, text: str) -> list[int]:
         """Ids of an observation, as the policy reads it between two of its own turns: by
         default the text as a response, without its closing EOS."""
         ids = self.encode_response(text)
         return ids[:-1] if ids and ids[-1] in self.eos_ids else ids
+
+
+def message_text(message: dict) -> str:
+    """A chat message's text: its `content` string, or the text parts of a content list."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""

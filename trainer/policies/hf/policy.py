@@ -34,7 +34,7 @@ from flywheel.trainer.policies.hf.model_files import (
 )
 from flywheel.trainer.policies.hf.named_models import NAMED_MODELS
 from flywheel.trainer.policies.hf.options import HFOptions
-from flywheel.trainer.policy import PolicyDefaults, Sample
+from flywheel.trainer.policy import PolicyDefaults, Sample, message_text
 
 SUBFOLDER, ADAPTER = "hf", "hf-adapter"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -168,6 +168,18 @@ class HFPolicy(PolicyDefaults):
         else:
             ids = tok(text)["input_ids"]
         return ids or [tok.bos_token_id if tok.bos_token_id is not None else self.eos_ids[0]]
+
+    def encode_messages(self, messages: list[dict]) -> list[int]:
+        """A conversation through the chat template (the run's system prompt first when the
+        messages bring none), ending in the assistant's turn; without a template, the texts."""
+        tok = self.tokenizer
+        if not (self.options.chat_template and tok.chat_template):
+            return super().encode_messages(messages)
+        plain = [{"role": str(m.get("role", "user")), "content": message_text(m)} for m in messages]
+        if self.options.system_prompt and not any(m["role"] == "system" for m in plain):
+            plain.insert(0, {"role": "system", "content": self.options.system_prompt})
+        rendered = tok.apply_chat_template(plain, tokenize=False, add_generation_prompt=True)
+        return tok(rendered, add_special_tokens=False)["input_ids"] or [self.eos_ids[0]]
 
     def encode_tool_prompt(self, text: str, tools: list[dict]) -> list[int]:
         """An episode's first prompt: the chat template with the tools (chat_turns.py)."""
