@@ -28,6 +28,8 @@ from rich.table import Table
 from flywheel.cli import domains as domains_cli, environments as env_cli, export as export_cli
 from flywheel.cli import replay as replay_cli
 from flywheel.cli import sandbox as sandbox_cli, tasks as tasks_cli, verify as verify_cli
+from flywheel.cli import imports as imports_cli, review as review_cli, serve as serve_cli
+from flywheel.cli import sft as sft_cli
 from flywheel.cli.terminal import PIPE_WIDTH, console_for, quiet_on_closed_pipe
 
 RUN_HELP = "run or resume RL iterations on the embedded default"
@@ -205,7 +207,8 @@ def parser() -> argparse.ArgumentParser:
                                            "held-out pass@1 and errors (also while it runs)")
     status.add_argument("--run-dir", required=True)
     status.add_argument("--format", choices=("text", "json"), default="text")
-    for module in (export_cli, domains_cli, replay_cli, sandbox_cli, tasks_cli, env_cli, verify_cli):
+    for module in (export_cli, domains_cli, replay_cli, sandbox_cli, tasks_cli, env_cli, verify_cli,
+                   imports_cli, serve_cli, review_cli, sft_cli):
         module.add_parser(sub)
     return p
 
@@ -237,7 +240,9 @@ def _dispatch(argv: list[str]) -> int:
                 "tasks": tasks_cli.run, "env": env_cli.run, "verify": verify_cli.run,
                 "export": export_cli.run, "replay": replay_cli.run,
                 "sandbox": lambda args, console: sandbox_cli.main(args)}
-    return commands[args.command](args, console)
+    extra = {"import": imports_cli.run, "serve": serve_cli.run, "review": review_cli.run,
+             "sft": sft_cli.run, "dpo": sft_cli.run}  # sft.py parses both
+    return (commands.get(args.command) or extra[args.command])(args, console)
 
 
 if __name__ == "__main__":

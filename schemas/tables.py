@@ -208,6 +208,7 @@ REVIEW_QUEUE = pa.schema([                   # attempts waiting for a person's l
     ("reason", pa.string()),                 # unverified (no verifier) | audit (a verified sample)
     ("prompt", pa.string()),
     ("response", pa.string()),
+    ("response_digest", pa.string()),        # sha256 of the response's text: a label names it
     ("observation", pa.string()),            # what executing it printed (cut to a bound)
     ("verifier_reward", pa.float64()),       # audit: the verifier's reward; else null
     ("verdict", pa.string()),
@@ -224,6 +225,7 @@ REVIEWS = pa.schema([                        # `flywheel review serve`: one row 
     ("task_id", pa.string()),
     ("group_id", pa.string()),
     ("sample_index", pa.int32()),
+    ("response_digest", pa.string()),        # the queue row's: a label applies to that text only
     ("reviewer", pa.string()),
     ("score", pa.float64()),                 # in [0, 1]: the reward it becomes
     ("label", pa.string()),
