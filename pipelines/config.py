@@ -61,6 +61,7 @@ class PolicySpec:
     backend: str = "tiny"
     model: str = ""
     options: tuple[str, ...] = ()
+    init_checkpoint: str = ""             # start from this checkpoint (e.g. `flywheel sft --out`)
 
     def parsed_options(self) -> dict[str, object]:
         options = parse_options(self.options, "--policy-options")
@@ -139,6 +140,28 @@ class OverlapSettings:
 
 
 @dataclass(frozen=True)
+class ReviewSettings:
+    """People as the verifier (pipelines/review_queue.py, review_rewards.py): attempts of tasks
+    marked for review, and an audit share of verified ones, go to the run's `review_queue`;
+    labels given on `flywheel review serve` become rewards in a later update."""
+    domains: tuple[str, ...] = ()         # every task of these is judged by people, not its verifier
+    audit_share: float = 0.0              # share of verified training attempts queued for audit too
+    max_wait: int = 2                     # updates a labelled-late group may still join; then it expires
+    wait_seconds: float = 0.0             # before each update, wait up to this for its queue's labels
+    observation_chars: int = 4000         # execution output shown to reviewers, cut in the middle
+
+    def __post_init__(self):
+        if not 0.0 <= self.audit_share <= 1.0:
+            raise ValueError(f"review.audit_share must be in [0, 1], got {self.audit_share}")
+        if self.max_wait < 0 or self.wait_seconds < 0:
+            raise ValueError("review.max_wait and review.wait_seconds must be >= 0")
+
+    @property
+    def active(self) -> bool:
+        return bool(self.domains) or self.audit_share > 0
+
+
+@dataclass(frozen=True)
 class RunConfig:
     seed: int = 0
     iterations: int = 8
@@ -150,6 +173,7 @@ class RunConfig:
     evaluation: EvalSettings = field(default_factory=EvalSettings)
     steering: SteeringSettings = field(default_factory=SteeringSettings)
     overlap: OverlapSettings = field(default_factory=OverlapSettings)
+    review: ReviewSettings = field(default_factory=ReviewSettings)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -25,6 +25,10 @@ A `.yaml`/`.yml` file holds the same keys, nested as YAML mappings.
     [overlap]                        # rollout k+1 while k trains (pipelines/overlap.py)
     max_staleness = 1
 
+    [review]                         # people label attempts (flywheel review serve)
+    domains = ["open_ended"]
+    audit_share = 0.05
+
     [beam]                           # any Beam pipeline option, by its name
     direct_running_mode = "multi_processing"
     direct_num_workers = 2

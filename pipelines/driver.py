@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import logging
 import resource
 import subprocess
@@ -21,12 +22,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from flywheel.pipelines import domain_watch
 from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.layout import RunLayout
+from flywheel.pipelines.review_rewards import review_before_update
 from flywheel.pipelines.rollout import IterationSpec, run_rollout, task_ranges
 from flywheel.pipelines.steering_plan import plan_iteration
 from flywheel.pipelines.top_up import top_up
 from flywheel.pipelines.run_sandbox import not_for_a_run_to_choose
 from flywheel.schemas import SCHEMA_VERSION, TABLES
-from flywheel.trainer.checkpoint import save_checkpoint
+from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.trainer.checkpoint_files import join, read_file
 from flywheel.trainer.policies import POLICIES
 from flywheel.trainer.train import train_iteration
 from flywheel.transforms.policy_model import close_worker_model
@@ -102,6 +105,8 @@ def ensure_initial_policy(layout: RunLayout, config: RunConfig, event: Event) ->
     uri = layout.checkpoint(None)
     if layout.exists(layout.initial_marker()):
         return uri
+    if config.policy.init_checkpoint:
+        return copy_initial_policy(layout, config, event)
     from flywheel.pipelines.warm_start import warm_start
     event("warm_start_begin", {"max_steps": config.warm_start.max_steps})
     started = time.time()
@@ -115,10 +120,33 @@ def ensure_initial_policy(layout: RunLayout, config: RunConfig, event: Event) ->
     return uri
 
 
+def copy_initial_policy(layout: RunLayout, config: RunConfig, event: Event) -> str:
+    """`--init-checkpoint`: the given checkpoint (an SFT or DPO output, another run's) loaded as
+    the trainer loads one (its digest checked) and saved as this run's initial policy, without
+    its optimizer state (the RL update starts a fresh Adam at the run's learning rate)."""
+    source, uri = config.policy.init_checkpoint, layout.checkpoint(None)
+    event("init_checkpoint", {"from": source})
+    loaded = load_checkpoint(source)
+    backend = json.loads(read_file(join(source, "config.json")))["backend"]
+    if backend != config.policy.backend:
+        raise RunConfigMismatch(f"--init-checkpoint {source} holds a {backend!r} policy but the "
+                                f"run's policy backend is {config.policy.backend!r}: give "
+                                f"--policy {backend}")
+    save_checkpoint(uri, loaded.policy, None, {"policy_version": 0, "init_checkpoint": source,
+                                               "init_digest": loaded.digest,
+                                               "source_meta": loaded.meta})
+    layout.write_json(layout.initial_marker(), {"init_checkpoint": source,
+                                                "digest": loaded.digest})
+    return uri
+
+
 def pretrained_skips_warm_start(config: RunConfig, explicit: set[str]) -> RunConfig:
     """A pretrained policy (its backend class says `pretrained = True`) starts RL as it is: the
     supervised warm start, made for the tiny policy, runs only when warm_start.max_steps is given."""
     backend = POLICIES.get(config.policy.backend)
+    if config.policy.init_checkpoint and "warm_start.max_steps" not in explicit:
+        return dataclasses.replace(config, warm_start=dataclasses.replace(config.warm_start,
+                                                                          max_steps=0))
     if "warm_start.max_steps" in explicit or not getattr(backend, "pretrained", False):
         return config
     return dataclasses.replace(config, warm_start=dataclasses.replace(config.warm_start, max_steps=0))
@@ -232,8 +260,12 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
     first = committed[-1] + 1 if committed else 0
     event("run_begin", {"run_dir": run_dir, "run_id": info["run_id"], "first": first,
                         "iterations": config.iterations, "resumed": bool(committed)})
+    overlapped = config.overlap.max_staleness > 0 or config.overlap.trainer_processes > 1
+    if overlapped and config.review.active:
+        raise RunConfigMismatch("[review] runs with the synchronous loop only for now: give "
+                                "--max-staleness 0 and --trainer-processes 1, or no review")
     initial = ensure_initial_policy(layout, config, event)
-    if config.overlap.max_staleness > 0 or config.overlap.trainer_processes > 1:
+    if overlapped:
         from flywheel.pipelines.overlap import run_overlapped
         run_overlapped(config, layout, info, initial, first, options, event)
     else:
@@ -243,13 +275,20 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
                 evaluate_policy(config, layout, info, k, checkpoint_after(layout, initial, k - 1),
                                 options, event)
             rollout = roll_out(config, layout, info, k, initial, options, event)
+            older = []
+            if config.review.active:  # people's labels join this update (review_rewards.py)
+                review_before_update(layout, info["run_id"], k, config.review, config.algorithm,
+                                     config.seed, event)
+                older = [checkpoint_after(layout, initial, k - 1 - s)
+                         for s in range(1, config.review.max_wait + 1)]
             event("train_begin", {"iteration": k})
             started = time.time()
             stats = train_iteration(layout.table_dir("trajectories", k),
                                     checkpoint_after(layout, initial, k - 1),
                                     layout.checkpoint(k), config.train,
                                     seed=config.seed * 1_000_003 + k,
-                                    reference_checkpoint_uri=initial, algorithm=config.algorithm)
+                                    reference_checkpoint_uri=initial, algorithm=config.algorithm,
+                                    older_checkpoint_uris=older)
             commit(layout, info, k, rollout, stats, (started, time.time()), event)
     last = config.iterations
     if config.evaluation.every and last > 0 and not layout.exists(layout.table_dir("evaluations", last)):

@@ -81,6 +81,17 @@ RUN_FLAGS = {
     "--policy-options": ("policy.options", LIST,
                          "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128; "
                          "quote a value that holds commas: system_prompt=\"Be brief, exact.\""),
+    "--init-checkpoint": ("policy.init_checkpoint", str, "start from this checkpoint (a "
+                          "`flywheel sft`/`dpo` output or another run's checkpoints/iteration=K) "
+                          "instead of a fresh policy; no warm start"),
+    "--review-domains": ("review.domains", LIST, "comma-separated domains whose attempts people "
+                         "label (flywheel review serve) instead of their verifier"),
+    "--audit-share": ("review.audit_share", float, "share of verified training attempts also "
+                      "queued for people to audit (the report says how often they disagree)"),
+    "--review-max-wait": ("review.max_wait", int, "updates a group awaiting labels may still "
+                          "join; later labels are counted as expired"),
+    "--review-wait-seconds": ("review.wait_seconds", float, "before each update, wait up to this "
+                              "long for labels of the iteration's queue"),
     "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
     "--warm-start-domain-target": ("warm_start.domain_target", float, "> 0: each domain is "
                                    "warm-started until its validation pass@1 reaches this (then it "

@@ -36,6 +36,7 @@ from flywheel.transforms.domain_scale import ScaleByDomain
 from flywheel.transforms.rewards import NormalizeRewards
 from flywheel.transforms.sample_by_budget import SampleByBudget
 from flywheel.transforms.tasks import ReadTasks, TaskRange
+from flywheel.transforms.verify import mark_for_review
 from flywheel.transforms.verify import Verify
 from flywheel.transforms.write_tables import WriteTable
 
@@ -80,7 +81,11 @@ class Rollout(beam.PTransform):
         read = pbegin | "ReadTasks" >> ReadTasks(
             ranges=self.plan.ranges, patterns=r.task_files, seed=config.seed,
             max_prompt_bytes=MAX_PROMPT_BYTES)
-        train_tasks, heldout_tasks = read["tasks"] | "BySplit" >> beam.Partition(
+        tasks = read["tasks"]
+        if config.review.domains:  # people, not the verifier, judge these domains' attempts
+            tasks = tasks | "MarkForReview" >> beam.Map(mark_for_review,
+                                                        frozenset(config.review.domains))
+        train_tasks, heldout_tasks = tasks | "BySplit" >> beam.Partition(
             lambda t, n: int(t.get("split") == "heldout"), 2)
         steer_metrics = ()
         if self.plan.top_up:  # a top-up adds training attempts; the held-out tasks were evaluated

@@ -61,7 +61,8 @@ class Attempt:
     verifier: str | None = None
     verifier_version: str | None = None
     reward_raw: float | None = None
-    verdict: str | None = None                 # pass | fail | error
+    verdict: str | None = None                 # pass | fail | error | pending (a person judges it)
+    reward_source: str | None = None           # verifier | review_pending
     reward_components: dict[str, float] = field(default_factory=dict)
     exploit_suspected: bool = False
     verdict_detail: str = ""

@@ -2,6 +2,7 @@
 
 Every attempt keeps its row; a filtered one has `filtered = True` and the first reason that
 applies, in this order: it errored (environment or verifier), the verifier suspects an exploit,
+it awaits a person's label (`awaiting_review`),
 it was cut off at the token limit (only with `filter_truncated`, DAPO's overlong filtering), or
 its group carries no learning signal (`zero_variance`, set by NormalizeRewards with
 trainer/credit.py `has_signal`: the outcomes tie, and under turn credit the per-turn returns too).
@@ -20,6 +21,8 @@ def filter_reason(attempt: Attempt, filter_truncated: bool = False) -> str | Non
         return f"{attempt.failure or 'verifier'}_error"
     if attempt.exploit_suspected:
         return "exploit_suspected"
+    if attempt.verdict == "pending":  # its reward comes from a review, in a later update
+        return "awaiting_review"
     if filter_truncated and attempt.finish_reason == "length":
         return "truncated"
     if attempt.zero_variance:

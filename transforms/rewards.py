@@ -22,7 +22,8 @@ from flywheel.transforms.errors import count
 def normalize_group(attempts: list[Attempt], algorithm: Algorithm = Algorithm()) -> list[Attempt]:
     """Set `advantage` (and episode turns' advantages) on one group's attempts, and
     `zero_variance` on them when the group carries no signal."""
-    valid = lambda a: a.verdict != "error" and not a.exploit_suspected  # noqa: E731
+    # errors, exploits and attempts awaiting a person's label carry no reward to compare yet
+    valid = lambda a: a.verdict not in ("error", "pending") and not a.exploit_suspected  # noqa: E731
     scored = [a for a in attempts if valid(a)]
     out = [a.replace(advantage=0.0) for a in attempts if not valid(a)]
     if not scored:

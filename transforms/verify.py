@@ -32,6 +32,7 @@ from flywheel.records.attempt import UNREADABLE, Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
 from flywheel.verifiers import Verdict, get_verifier
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds, Outcome, shared
+from flywheel.verifiers.human_review import PENDING
 
 BLANK_RESPONSE = ""
 
@@ -52,6 +53,17 @@ def _blame(bounded: BoundedVerifier, verifier, attempt: Attempt, outcome: Outcom
     return "model" if probe.verdict is not None else "environment"
 
 
+def awaits_review(task: dict) -> bool:
+    """Whether a person, not the domain's verifier, scores this task's attempts: its row says
+    `"review": true` (the open_ended domain's always do; a run's [review] domains set it)."""
+    return task.get("review") is True
+
+
+def mark_for_review(task: dict, domains: frozenset[str]) -> dict:
+    """`task`, marked to be judged by people when its domain is one of the run's review domains."""
+    return {**task, "review": True} if task.get("domain") in domains else task
+
+
 def flagged(verdict: Verdict, flags: list[str]) -> Verdict:
     """`verdict` with an episode's hacks: reward 0, verdict `fail`, each flag a component."""
     detail = f"exploit suspected: {', '.join(flags)}; {verdict.detail}".strip("; ")
@@ -70,6 +82,9 @@ def verify_attempt(attempt: Attempt, bounded: BoundedVerifier | None = None) -> 
         failure = None
     elif failure:
         verdict = Verdict(0.0, "error", detail=f"{failure} error before verification")
+    elif awaits_review(attempt.task):  # a person judges it later (verifiers/human_review.py)
+        verifier = get_verifier("human_review")
+        verdict = verifier(attempt.task, attempt.response, attempt.execution)
     else:
         outcome = bounded.run(verifier, attempt.task, attempt.response, attempt.execution)
         verdict = outcome.verdict
@@ -89,6 +104,7 @@ def verify_attempt(attempt: Attempt, bounded: BoundedVerifier | None = None) -> 
         count("exploit_suspected")
     count(f"verdict_{verdict.verdict}_{attempt.mode}")
     return attempt.replace(
+        reward_source="review_pending" if verdict.verdict == PENDING else "verifier",
         verifier=verifier.name, verifier_version=verifier.version, finished_at=now(),
         failure=failure, reward_raw=float(verdict.reward), verdict=verdict.verdict,
         reward_components=dict(verdict.components), exploit_suspected=verdict.exploit_suspected,

@@ -1,0 +1,142 @@
+"""People as the verifier, end to end: attempts of open_ended tasks are queued pending, labels
+written to the `reviews` table become rewards in the next update, the rows show the source."""
+
+import dataclasses
+import datetime as dt
+import json
+import uuid
+
+import pytest
+
+from flywheel.pipelines.config import ReviewSettings
+from flywheel.pipelines.driver import run_iterations
+from flywheel.pipelines.layout import RunLayout
+from flywheel.pipelines.review_queue import audited, observation_text
+from flywheel.pipelines.review_rewards import reviewed_groups, scores_by_attempt
+from flywheel.reports.sql import query
+from flywheel.schemas.write import write_partitioned
+from flywheel.trainer.checkpoint import recorded_digest
+
+from .conftest import tiny_config
+
+NOW = dt.datetime(2026, 12, 6, tzinfo=dt.timezone.utc)
+
+
+def label(queue_row: dict, score: float, reviewer="ana", at=NOW) -> dict:
+    keys = ("run_id", "iteration", "attempt_id", "domain", "task_id", "group_id", "sample_index",
+            "response_digest")
+    return {**{k: queue_row[k] for k in keys}, "review_id": uuid.uuid4().hex, "reviewer": reviewer,
+            "score": score, "label": None, "comment": None, "created_at": at}
+
+
+def open_ended_tasks(path, n=3):
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"domain": "open_ended", "task_id": f"oe{i}",
+                                "prompt": f"Say something kind about the number {i}.",
+                                "rubric": "kind"}) + "\n")
+    return str(path)
+
+
+@pytest.mark.slow
+def test_labels_become_rewards_of_the_next_update(tmp_path):
+    tasks = open_ended_tasks(tmp_path / "tasks.jsonl")
+    base = tiny_config()
+    config = dataclasses.replace(
+        base, iterations=1,
+        rollout=dataclasses.replace(base.rollout, domains=("add",), task_files=(tasks,)),
+        review=ReviewSettings(audit_share=0.25, max_wait=2))
+    run = str(tmp_path / "run")
+    run_iterations(run, config)
+    layout = RunLayout(run)
+    _, rows = query(run, "SELECT domain, verdict, filter_reason, reward_source, count(*) FROM "
+                         "trajectories WHERE domain = 'open_ended' GROUP BY ALL")
+    assert rows == [("open_ended", "pending", "awaiting_review", "review_pending", 12)]
+    queue = layout.read_table("review_queue").to_pylist()
+    unverified = [q for q in queue if q["reason"] == "unverified"]
+    audit = [q for q in queue if q["reason"] == "audit"]
+    assert len(unverified) == 12 and audit  # 3 tasks x 4 samples; an audit share of `add`'s
+    assert all(q["domain"] == "add" and q["verifier_reward"] is not None for q in audit)
+    assert all(q["domain"] == "open_ended" and q["verifier_reward"] is None for q in unverified)
+
+    # a reviewer labels one whole group (2 pass, 2 fail) and half of another (which waits)
+    groups = sorted({q["group_id"] for q in unverified})
+    whole = sorted((q for q in unverified if q["group_id"] == groups[0]),
+                   key=lambda q: q["sample_index"])
+    half = [q for q in unverified if q["group_id"] == groups[1]][:2]
+    labels = [label(q, s) for q, s in zip(whole, (1.0, 0.0, 1.0, 0.0))]
+    labels += [label(q, 1.0) for q in half]
+    labels.append(label(whole[0], 0.0, at=NOW - dt.timedelta(hours=1)))  # older: overridden
+    stale = dict(label(whole[1], 1.0, reviewer="bo"), response_digest="0" * 64)  # other text
+    write_partitioned(run, "reviews", [*labels, stale], prefix="review")
+
+    run_iterations(run, dataclasses.replace(config, iterations=2))
+    _, rows = query(run, "SELECT reward_source, reward_raw, verdict, filtered, policy_version, "
+                         "advantage FROM trajectories WHERE iteration = 1 AND "
+                         "reward_source = 'review' ORDER BY sample_index")
+    assert [r[1] for r in rows] == [1.0, 0.0, 1.0, 0.0]  # the newest label of each, one reviewer
+    assert [r[2] for r in rows] == ["pass", "fail", "pass", "fail"]
+    assert all(not r[3] and r[4] == 0 for r in rows)  # trained on; sampled by version 0
+    assert rows[0][5] > 0 > rows[1][5]
+    _, metrics = query(run, "SELECT name, value FROM metrics WHERE iteration = 1 AND "
+                            "name LIKE 'review/%' ORDER BY 1")
+    values = dict(metrics)
+    assert values["review/ready_groups"] == 1 and values["review/rows"] == 4
+    # waiting: iteration 0's half-labelled and unlabelled groups, iteration 1's three
+    assert values["review/pending_groups"] == 5 and values["review/queued_unverified"] == 12
+    _, train = query(run, "SELECT name, value FROM metrics WHERE iteration = 1 AND "
+                          "name IN ('train/n_sequences', 'train/stale_rows')")
+    train = dict(train)
+    assert train["train/n_sequences"] == 4  # the update trained on the reviewed rows
+    moved = recorded_digest(layout.checkpoint(0)) != recorded_digest(layout.checkpoint(None))
+    assert train["train/stale_rows"] == (4 if moved else 0)  # a version behind: corrected for
+
+
+def test_a_group_waits_for_all_its_labels_then_goes_with_what_it_has():
+    queue = [{"attempt_id": f"0/train/t/{i}", "group_id": "0/train/t", "iteration": 0,
+              "reason": "unverified", "response_digest": "d"} for i in range(3)]
+    reviews = [{"attempt_id": "0/train/t/0", "reviewer": "a", "score": 1.0, "created_at": NOW,
+                "review_id": "r1", "response_digest": "d"},
+               {"attempt_id": "0/train/t/1", "reviewer": "a", "score": 0.0, "created_at": NOW,
+                "review_id": "r2", "response_digest": "d"}]
+    scores = scores_by_attempt(queue, reviews)
+    ready, counts = reviewed_groups(queue, scores, set(), iteration=1, max_wait=2)
+    assert not ready and counts["pending_groups"] == 1
+    ready, counts = reviewed_groups(queue, scores, set(), iteration=2, max_wait=2)  # last chance
+    assert len(ready["0/train/t"]) == 2
+    ready, counts = reviewed_groups(queue, scores, set(), iteration=3, max_wait=2)
+    assert not ready and counts["expired_groups"] == 1
+    ready, _ = reviewed_groups(queue, scores, {"0/train/t"}, iteration=2, max_wait=2)
+    assert not ready  # a group joins one update only
+
+
+def test_two_reviewers_scores_are_averaged_and_a_label_names_its_text():
+    queue = [{"attempt_id": "a", "response_digest": "d1"}]
+    reviews = [{"attempt_id": "a", "reviewer": r, "score": s, "created_at": NOW,
+                "review_id": r, "response_digest": d}
+               for r, s, d in (("x", 1.0, "d1"), ("y", 0.5, "d1"), ("z", 0.0, "other"))]
+    assert scores_by_attempt(queue, reviews) == {"a": (0.75, 2)}
+
+
+def test_audit_draws_are_seeded_and_near_the_share():
+    ids = [f"0/train/t{i}/0" for i in range(4000)]
+    drawn = [audited(i, 7, 0.1) for i in ids]
+    assert drawn == [audited(i, 7, 0.1) for i in ids]
+    assert 0.08 < sum(drawn) / len(ids) < 0.12
+    assert not any(audited(i, 7, 0.0) for i in ids)
+
+
+def test_observations_are_cut_in_the_middle():
+    text = observation_text([{"observation": "a" * 3000}, {"observation": "b" * 3000}], 1000)
+    assert text.startswith("a" * 500) and text.endswith("b" * 500) and "cut" in text
+    assert observation_text(None, 10) == ""
+
+
+def test_review_and_overlap_are_refused_together(tmp_path):
+    from flywheel.pipelines.config import OverlapSettings
+    from flywheel.pipelines.driver import RunConfigMismatch
+    config = dataclasses.replace(tiny_config(), review=ReviewSettings(domains=("add",)),
+                                 overlap=OverlapSettings(max_staleness=1))
+    with pytest.raises(RunConfigMismatch, match="synchronous"):
+        run_iterations(str(tmp_path), config)
+

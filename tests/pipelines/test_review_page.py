@@ -1,0 +1,269 @@
+"""The review page: its API over a real run folder, and the page itself in headless Chromium.
+
+The browser test drives Chromium through the DevTools protocol (a small client below): real mouse
+events at the buttons' boxes, real text input, then the labels are read back from Parquet. Set
+FLYWHEEL_REVIEW_SCREENSHOT=path.png to keep a screenshot of the page after labeling.
+"""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from flywheel.pipelines.review_page import ReviewServer
+from flywheel.schemas import read_table
+from flywheel.schemas.write import write_partitioned
+
+HOSTILE = ('<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+           '</pre><b>bold?</b> & "quotes"')
+
+
+def queue_row(iteration, group, index, reason="unverified", response="def f(): return 1",
+              reward=None, verdict=None, domain="add"):
+    return {"run_id": "run-1", "iteration": iteration, "attempt_id": f"{group}/{index}",
+            "domain": domain, "task_id": f"task-{group}", "group_id": group, "sample_index": index,
+            "reason": reason, "prompt": f"Write f for {group}", "response": response,
+            "response_digest": f"digest-{group}-{index}", "observation": "ok\n",
+            "verifier_reward": reward, "verdict": verdict,
+            "created_at": datetime(2026, 1, 1, tzinfo=timezone.utc)}
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    run = str(tmp_path / "run")
+    write_partitioned(run, "review_queue", [queue_row(0, "g0", 0), queue_row(0, "g0", 1)], prefix="queue")
+    write_partitioned(run, "review_queue", [
+        queue_row(1, "g1", 0, response=HOSTILE),
+        queue_row(1, "g1", 1, reason="audit", reward=0.75, verdict="pass", domain="sql")], prefix="queue")
+    return run
+
+
+@pytest.fixture
+def server(run_dir):
+    server = ReviewServer(run_dir, port=0, token="secret-token")
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def call(server, path, body=None, token="secret-token", method=None):
+    """(status, JSON reply) of one request to `server`."""
+    base = server.url.split("/?")[0]
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    request = urllib.request.Request(base + path, data=data, method=method)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            raw = reply.read()
+            return reply.status, json.loads(raw) if path != "/" and "/?" not in path else raw.decode()
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def stored_reviews(run_dir):
+    return read_table(run_dir + "/tables/reviews", "reviews").to_pylist()
+
+
+def test_every_path_needs_the_token(server):
+    for path in ("/", "/api/queue", "/api/stats", "/nothing-here", "/?token=wrong"):
+        assert call(server, path, token=None)[0] == 401, path
+        assert call(server, path, token="wrong")[0] == 401, path
+    assert call(server, "/api/review", {"attempt_id": "g0/0"}, token=None)[0] == 401
+    status, page = call(server, "/?token=secret-token", token=None)
+    assert status == 200 and "<script>" in page
+    assert call(server, "/api/queue?token=secret-token", token=None)[0] == 401  # the API: header only
+    assert call(server, "/nothing-here")[0] == 404 and call(server, "/api/queue", {})[0] == 405
+
+
+def test_a_non_loopback_bind_needs_a_token(run_dir):
+    with pytest.raises(ValueError, match="without a token"):
+        ReviewServer(run_dir, host="0.0.0.0", port=0)
+    with pytest.raises(ValueError, match="empty"):
+        ReviewServer(run_dir, port=0, token="  ")
+
+
+def test_the_queue_is_pending_first_newest_first_and_the_audit_blind(server):
+    status, reply = call(server, "/api/queue?reviewer=ann")
+    assert status == 200 and reply["counts"] == {"pending": 4, "labeled": 0, "total": 4}
+    assert [r["attempt_id"] for r in reply["rows"]] == ["g1/0", "g1/1", "g0/0", "g0/1"]
+    audit = reply["rows"][1]
+    assert audit["reason"] == "audit" and "verifier_reward" not in audit and "verdict" not in audit
+    assert reply["rows"][0]["response"] == HOSTILE  # JSON carries the text; the page shows it as text
+
+
+def test_a_label_is_validated_stored_and_read_back(server, run_dir):
+    bad = [({"attempt_id": "g1/1", "reviewer": "ann", "score": 1.5}, 400),
+           ({"attempt_id": "g1/1", "reviewer": "ann", "score": "1"}, 400),
+           ({"attempt_id": "g1/1", "reviewer": "ann", "score": True}, 400),
+           ({"attempt_id": "g1/1", "reviewer": " ", "score": 1}, 400),
+           ({"attempt_id": "g1/1", "reviewer": "x" * 101, "score": 1}, 400),
+           ({"attempt_id": "g1/1", "reviewer": "ann", "score": 1, "comment": "c" * 10_001}, 400),
+           ({"attempt_id": "nope/9", "reviewer": "ann", "score": 1}, 404)]
+    for body, expected in bad:
+        assert call(server, "/api/review", body)[0] == expected, body
+    assert call(server, "/api/review", b"{not json")[0] == 400
+    assert call(server, "/api/review", b"[" * 200_000)[0] == 400
+    assert call(server, "/api/review", b"x" * (300 << 10))[0] == 413
+    assert stored_reviews(run_dir) == []
+
+    status, reply = call(server, "/api/review", {"attempt_id": "g1/1", "reviewer": "ann", "score": 0,
+                                                 "label": "hack", "comment": "prints the answer"})
+    assert status == 200 and reply["verifier_reward"] == 0.75 and reply["label"]["score"] == 0.0
+    call(server, "/api/review", {"attempt_id": "g1/1", "reviewer": "ann", "score": 0.25})  # relabel
+    [first, second] = sorted(stored_reviews(run_dir), key=lambda r: r["created_at"])
+    assert (first["iteration"], first["domain"], first["task_id"], first["group_id"],
+            first["sample_index"], first["response_digest"], first["run_id"]) == (
+        1, "sql", "task-g1", "g1", 1, "digest-g1-1", "run-1")
+    assert (first["reviewer"], first["score"], first["label"], first["comment"]) == (
+        "ann", 0.0, "hack", "prints the answer")
+    assert second["score"] == 0.25 and first["review_id"] != second["review_id"]
+    files = list(Path(run_dir, "tables", "reviews", "iteration=1").glob("review-*.parquet"))
+    assert len(files) == 2
+
+    _, queue = call(server, "/api/queue?reviewer=ann")
+    assert queue["counts"] == {"pending": 3, "labeled": 1, "total": 4}
+    done = queue["rows"][-1]
+    assert done["attempt_id"] == "g1/1" and done["label"]["score"] == 0.25
+    assert done["verifier_reward"] == 0.75  # seen once labeled
+    _, other = call(server, "/api/queue?reviewer=bob")
+    assert other["counts"]["labeled"] == 0 and "verifier_reward" not in other["rows"][1]
+    _, stats = call(server, "/api/stats")
+    assert stats["audit"]["human_fail_verifier_pass"] == 1 and stats["labels"] == 1
+
+
+# --- the page in headless Chromium ---------------------------------------------------------------
+
+def chromium() -> str | None:
+    for name in ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+class DevTools:
+    """A page target of a running Chromium, over the DevTools protocol (one websocket)."""
+
+    def __init__(self, ws):
+        self.ws, self.next_id = ws, 0
+
+    def call(self, method: str, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:  # events arrive in between; the reply carries our id
+            message = json.loads(self.ws.recv(timeout=15))
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message["result"]
+
+    def eval(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
+                           awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 10):
+        deadline = time.monotonic() + timeout
+        while not (value := self.eval(expression)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"never true: {expression}")
+            time.sleep(0.05)
+        return value
+
+    def click(self, selector: str) -> None:
+        """A real left click at the middle of the element's box (scrolled into view first)."""
+        x, y = self.eval(f"""(() => {{ const e = document.querySelector({json.dumps(selector)});
+            e.scrollIntoView({{block: "center"}}); const b = e.getBoundingClientRect();
+            return [b.x + b.width / 2, b.y + b.height / 2]; }})()""")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def type(self, selector: str, text: str) -> None:
+        self.click(selector)
+        self.call("Input.insertText", text=text)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    exe = chromium()
+    if exe is None:
+        pytest.skip("no Chromium (/usr/bin/chromium, chromium-browser, google-chrome) on this machine")
+    pytest.importorskip("websockets", reason="the CDP client needs `websockets` (test extra)")
+    profile = tmp_path / "profile"
+    proc = subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu",
+                             "--remote-debugging-port=0", f"--user-data-dir={profile}",
+                             "--window-size=1200,1500", "--no-first-run", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not (profile / "DevToolsActivePort").is_file() or \
+                not (profile / "DevToolsActivePort").read_text().strip():
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail("Chromium did not open its DevTools port")
+            time.sleep(0.05)
+        port = (profile / "DevToolsActivePort").read_text().split()[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as reply:
+            page = next(t for t in json.load(reply) if t["type"] == "page")
+        from websockets.sync.client import connect
+        with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10) as ws:
+            yield DevTools(ws)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_person_labels_three_attempts_in_the_browser(server, run_dir, browser):
+    browser.call("Page.enable")
+    browser.call("Page.navigate", url=server.url)
+    browser.wait_for("document.body && document.body.dataset.loaded === 'true'")
+    assert browser.eval("location.search") == ""  # the token left the address bar
+    assert browser.eval("document.querySelectorAll('article.attempt').length") == 4
+
+    # hostile text is text: no new script or image, nothing ran, and the markup reads as typed
+    assert browser.eval("document.querySelectorAll('script').length") == 1
+    assert browser.eval("document.images.length") == 0
+    assert browser.eval("typeof window.pwned") == "undefined"
+    assert browser.eval("document.querySelector('article pre.response').textContent") == HOSTILE
+    assert "<script>window.pwned = 1</script>" in browser.eval("document.body.innerText")
+    # the blind audit: the verifier's reward is nowhere on the page before a label
+    assert "0.75" not in browser.eval("document.body.innerText")
+
+    browser.type("#reviewer", "ann")
+    browser.click('article[data-attempt-id="g1/0"] button.pass')
+    browser.wait_for("document.querySelector('article.labeled')?.dataset.attemptId === 'g1/0'")
+    assert browser.eval("document.activeElement.closest('article').dataset.attemptId") == "g1/1"
+    browser.click('article[data-attempt-id="g1/1"] button.fail')
+    browser.type('article[data-attempt-id="g0/0"] input.score', "0.7")
+    browser.type('article[data-attempt-id="g0/0"] input.label', "partly")
+    browser.click('article[data-attempt-id="g0/0"] button.submit')
+    browser.wait_for("document.querySelectorAll('article.attempt.labeled').length === 3")
+    assert browser.eval("document.getElementById('counts').textContent") == \
+        "pending 1 / labeled by you 3 / total 4"
+    audit = browser.eval("document.querySelector('article[data-attempt-id=\"g1/1\"]').innerText")
+    assert "score 0 (fail)" in audit and "verifier: reward 0.75" in audit
+    assert browser.eval("localStorage.getItem('flywheel-reviewer')") == "ann"
+
+    if os.environ.get("FLYWHEEL_REVIEW_SCREENSHOT"):
+        browser.eval("window.scrollTo(0, 0)")
+        shot = browser.call("Page.captureScreenshot", format="png")
+        with open(os.environ["FLYWHEEL_REVIEW_SCREENSHOT"], "wb") as f:
+            f.write(base64.b64decode(shot["data"]))
+
+    labels = {r["attempt_id"]: (r["reviewer"], r["score"], r["label"]) for r in stored_reviews(run_dir)}
+    assert labels == {"g1/0": ("ann", 1.0, ""), "g1/1": ("ann", 0.0, ""), "g0/0": ("ann", 0.7, "partly")}
+    assert browser.eval("typeof window.pwned") == "undefined"
