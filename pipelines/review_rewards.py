@@ -22,29 +22,16 @@ import pyarrow.dataset as ds
 from flywheel.pipelines.config import ReviewSettings
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.review_queue import attempt_id
+from flywheel.pipelines.review_stats import PASS_AT, agreement, audit_disagreement, matching_labels
 from flywheel.schemas.write import write_partitioned, write_rows
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import assign_credit
 
-PASS_SCORE = 0.5  # a label's score at or above it counts as a pass (the row's verdict)
-
-
 def scores_by_attempt(queue: list[dict], reviews: list[dict]) -> dict[str, tuple[float, int]]:
     """attempt_id -> (mean of its reviewers' newest scores, reviewers), counting only labels
-    given for the queued response text."""
-    digest = {q["attempt_id"]: q["response_digest"] for q in queue}
-    newest: dict[tuple[str, str], dict] = {}
-    for r in reviews:
-        if r.get("score") is None or digest.get(r["attempt_id"]) != r.get("response_digest"):
-            continue
-        key = (r["attempt_id"], r.get("reviewer") or "")
-        if key not in newest or (r["created_at"], r["review_id"]) > (
-                newest[key]["created_at"], newest[key]["review_id"]):
-            newest[key] = r
-    by_attempt: dict[str, list[float]] = defaultdict(list)
-    for (aid, _), r in newest.items():
-        by_attempt[aid].append(float(r["score"]))
-    return {aid: (sum(s) / len(s), len(s)) for aid, s in by_attempt.items()}
+    given for the queued response text (review_stats.matching_labels)."""
+    return {aid: (sum(float(r["score"]) for r in labels) / len(labels), len(labels))
+            for aid, labels in matching_labels(queue, reviews).items() if labels}
 
 
 def reviewed_groups(queue: list[dict], scores: dict, used: set[str], iteration: int,
@@ -93,7 +80,7 @@ def review_rows(layout: RunLayout, iteration: int, ready: dict[str, list[dict]],
         for r, reward, adv in zip(found, rewards, advantages):
             reviewers = scores[attempt_id(r["group_id"], r["sample_index"])][1]
             out.append({**r, "iteration": iteration, "reward_raw": reward,
-                        "verdict": "pass" if reward >= PASS_SCORE else "fail",
+                        "verdict": "pass" if reward >= PASS_AT else "fail",
                         "reward_source": "review", "advantage": float(adv) if signal else 0.0,
                         "reward_components": {"review": reward, "reviewers": float(reviewers)},
                         "filtered": not signal,
@@ -117,9 +104,17 @@ def add_reviewed_rows(layout: RunLayout, run_id: str, iteration: int, review: Re
     rows = review_rows(layout, iteration, ready, scores, algorithm)
     if rows:
         write_partitioned(layout.root, "trajectories", rows, prefix="reviewed")
+    people = agreement(reviews)
+    audits = audit_disagreement([q for q in queue if q["reason"] == "audit"], reviews)
     return {**counts, "rows": len(rows), "rows_with_signal": sum(not r["filtered"] for r in rows),
-            "queued": sum(q["iteration"] == iteration for q in queue),
-            "labels": len(reviews)}
+            "labels": len(reviews), **_figures(people, "agreement"),
+            **_figures(audits, "audit")}
+
+
+def _figures(stats: dict, prefix: str) -> dict:
+    """The numeric top-level figures of a review_stats result, named prefix_key."""
+    return {f"{prefix}_{k}": v for k, v in stats.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def review_metric_rows(run_id: str, iteration: int, counts: dict) -> list[dict]:

@@ -68,6 +68,7 @@ def test_labels_become_rewards_of_the_next_update(tmp_path):
     labels += [label(q, 1.0) for q in half]
     labels.append(label(whole[0], 0.0, at=NOW - dt.timedelta(hours=1)))  # older: overridden
     stale = dict(label(whole[1], 1.0, reviewer="bo"), response_digest="0" * 64)  # other text
+    labels.append(label(audit[0], 0.0 if audit[0]["verifier_reward"] >= 0.5 else 1.0))  # overrules
     write_partitioned(run, "reviews", [*labels, stale], prefix="review")
 
     run_iterations(run, dataclasses.replace(config, iterations=2))
@@ -82,6 +83,7 @@ def test_labels_become_rewards_of_the_next_update(tmp_path):
                             "name LIKE 'review/%' ORDER BY 1")
     values = dict(metrics)
     assert values["review/ready_groups"] == 1 and values["review/rows"] == 4
+    assert values["review/audit_labeled"] == 1 and values["review/audit_disagree"] == 1.0
     # waiting: iteration 0's half-labelled and unlabelled groups, iteration 1's three
     assert values["review/pending_groups"] == 5 and values["review/queued_unverified"] == 12
     _, train = query(run, "SELECT name, value FROM metrics WHERE iteration = 1 AND "
