@@ -79,6 +79,14 @@ class RunProgress:
         elif name == "domain_warning":  # domain_watch.warnings: its message names the domain
             self._print(f"[bold yellow]warning:[/] iteration {data['iteration']}, "
                         f"{escape(data['kind'])}: {escape(data['message'])}")
+        elif name == "review_wait":  # pipelines/review_rewards.py
+            self.progress.update(self.task, description=f"iteration {data['iteration']}: waiting "
+                                 f"for {data['missing']} labels ({data['seconds_left']} s left)")
+        elif name == "review_end" and (data.get("queued_unverified") or data.get("rows")):
+            self._print(f"  review: {data['queued_unverified']} attempts queued for labels, "
+                        f"{data['queued_audit']} for audit; {data['rows']} reviewed attempts join "
+                        f"this update ({data['ready_groups']} groups), {data['pending_groups']} "
+                        f"groups wait, {data['expired_groups']} expired")
         elif name == "train_begin":
             self.progress.update(self.task, description=f"iteration {data['iteration']}: train")
             self._note(f"iteration {data['iteration']}: train begins")

@@ -4,9 +4,10 @@ label the attempts (`flywheel review serve`) and the labels are their rewards.
     {"domain": "open_ended", "task_id": "t1", "prompt": "Write a two-line apology ...",
      "rubric": "polite, names the delay, offers a date"}
 
-The optional `rubric` and `reference` are shown to the reviewer beside the attempt, never to the
-policy. Any other domain's task can be sent to review too: `"review": true` on its row, or the
-run's `[review] domains`.
+Fields besides the prompt (a `rubric`, a `reference`) are kept with the task and never shown to
+the policy; the review page shows the prompt, the response and the execution's output. Any other
+domain's task can be sent to review too: `"review": true` on its row, or the run's
+`[review] domains`.
 """
 
 from __future__ import annotations

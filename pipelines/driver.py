@@ -275,12 +275,11 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
                 evaluate_policy(config, layout, info, k, checkpoint_after(layout, initial, k - 1),
                                 options, event)
             rollout = roll_out(config, layout, info, k, initial, options, event)
-            older = []
-            if config.review.active:  # people's labels join this update (review_rewards.py)
-                review_before_update(layout, info["run_id"], k, config.review, config.algorithm,
-                                     config.seed, event)
-                older = [checkpoint_after(layout, initial, k - 1 - s)
-                         for s in range(1, config.review.max_wait + 1)]
+            # people's labels join this update (review_rewards.py): sampled up to max_wait back
+            reviewed = review_before_update(layout, info["run_id"], k, config.review,
+                                            config.algorithm, config.seed, event)
+            older = [checkpoint_after(layout, initial, k - 1 - s)
+                     for s in range(1, config.review.max_wait + 1)] if reviewed["rows"] else []
             event("train_begin", {"iteration": k})
             started = time.time()
             stats = train_iteration(layout.table_dir("trajectories", k),

@@ -83,8 +83,11 @@ def queue_rows(rows: list[dict], run_id: str, review: ReviewSettings, seed: int)
 def write_queue(layout: RunLayout, run_id: str, iteration: int, review: ReviewSettings,
                 seed: int) -> dict:
     """Queue iteration `iteration`'s attempts for review (one file, written whole); counts."""
+    wanted = ds.field("reward_source") == "review_pending"
+    if review.audit_share > 0:
+        wanted = wanted | ds.field("verdict").isin(["pass", "fail"])
     table = layout.read_table("trajectories", columns=QUEUE_COLUMNS,
-                              filter=ds.field("iteration") == iteration)
+                              filter=(ds.field("iteration") == iteration) & wanted)
     rows = queue_rows(table.to_pylist(), run_id, review, seed)
     if rows:
         write_rows(layout.join(layout.table_dir("review_queue", iteration), "queue.parquet"),

@@ -152,7 +152,8 @@ def review_before_update(layout: RunLayout, run_id: str, iteration: int, review:
     counts = {**add_reviewed_rows(layout, run_id, iteration, review, algorithm),
               "queued_unverified": queued["unverified"], "queued_audit": queued["audit"],
               "unlabelled_at_update": missing}
-    write_rows(layout.join(layout.table_dir("metrics", iteration), "review.parquet"), "metrics",
-               review_metric_rows(run_id, iteration, counts))
+    if any(counts.values()):  # a run without review gets no review/* rows
+        write_rows(layout.join(layout.table_dir("metrics", iteration), "review.parquet"),
+                   "metrics", review_metric_rows(run_id, iteration, counts))
     event("review_end", {"iteration": iteration, **counts})
     return counts

@@ -19,3 +19,10 @@ def tiny_config(**rollout) -> RunConfig:
 @pytest.fixture
 def tiny():
     return tiny_config
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium over the DevTools protocol (chromium.py)."""
+    from .chromium import open_browser
+    yield from open_browser(tmp_path)
