@@ -41,7 +41,8 @@ def add_parser(sub) -> None:
     p.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
                    help="a task field from each line: SOURCE is a dotted path into the line's "
                         "JSON (metadata.expected), or `correction`, or `response` (the logged "
-                        "response, when its outcome was good); repeatable")
+                        "response, when its outcome was good); alternatives joined by | "
+                        "(answer=correction|response: the first the line has); repeatable")
     p.add_argument("--drop-field", action="append", default=[], metavar="PATH",
                    help="remove this dotted path (from the line and each of its messages) "
                         "before anything is stored; repeatable")

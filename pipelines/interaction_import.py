@@ -226,16 +226,21 @@ class Importer:
 
     def _task(self, record: Record, at: str, rid: str, good: bool) -> None:
         row = {"domain": self.options.domain, "task_id": rid, "prompt": record.prompt}
-        for name, source in self.options.fields:
-            if source == "correction":
-                value = record.correction
-                missing = "the line has no correction"
-            elif source == "response":
-                value = record.response if good else None
-                missing = "the logged response has no good outcome"
-            else:
-                value = dotted(record.raw, source)
-                missing = f"the line has no `{source}`"
+        for name, sources in self.options.fields:
+            value, missing = None, []
+            for source in sources.split("|"):  # alternatives, the first one present wins
+                if source == "correction":
+                    value = record.correction
+                    missing.append("no correction")
+                elif source == "response":
+                    value = record.response if good else None
+                    missing.append("no logged response with a good outcome")
+                else:
+                    value = dotted(record.raw, source)
+                    missing.append(f"no `{source}`")
+                if value is not None:
+                    break
+            missing = "the line has " + " and ".join(missing)
             if value is None:
                 return self.error(at, "bad_task", f"task field `{name}`: {missing}",
                                   json.dumps(record.raw, ensure_ascii=False, default=str))

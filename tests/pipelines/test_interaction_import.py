@@ -222,3 +222,20 @@ def test_recorder_tokens_of_redacted_text_are_dropped(tmp_path):
     (row,) = tables(out)["sft_examples"]
     assert (row["prompt"], row["response"]) == ("I am [PHONE]", "mail [EMAIL]")
     assert row["prompt_token_ids"] is None and row["response_token_ids"] is None
+
+
+def test_a_task_field_takes_the_first_source_a_line_has(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [
+        {"prompt": "Maya has 3 marbles and buys 4 more. How many marbles does Maya have now?",
+         "response": "7", "feedback": "up"},
+        {"prompt": "Omar had 12 stickers and gave 2 of them to a friend. How many are left?",
+         "response": "9", "feedback": "down", "correction": "10"},
+        {"prompt": "A box holds 3 pens. Jun fills 2 boxes. How many pens is that?",
+         "response": "5", "feedback": "down"}]) + "\n")
+    out = tmp_path / "out"
+    summary = import_interactions([str(log)], str(out), ImportOptions(
+        outputs=frozenset({"tasks"}), domain="chat_arith", fields=(("answer", "correction|response"),)))
+    tasks = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
+    assert [t["answer"] for t in tasks] == ["7", "10"]
+    assert summary.errors["bad_task"] == 1  # the third: wrong, and nobody said what is right
