@@ -267,7 +267,7 @@ def interaction_record(row: dict[str, Any], feedback: list[dict[str, Any]]) -> R
             score = parse_score(f["label"], f"feedback {f.get('feedback_id')}: label")
         correction = f.get("correction") or correction
     return Record("interactions", messages, row["response"], score=score, correction=correction,
-                  record_id=row.get("interaction_id"), created_at=row.get("created_at"),
+                  record_id=choice_id(row), created_at=row.get("created_at"),
                   prompt_token_ids=row.get("prompt_token_ids"),
                   response_token_ids=row.get("response_token_ids"),
                   token_source=row.get("checkpoint_digest"), raw=row)
@@ -325,13 +325,19 @@ def read_lines(path: str, limit: int) -> Iterator[tuple[int, str | None, str | N
         yield finish()
 
 
+def choice_id(row: dict) -> str | None:
+    """A recorded choice's name: the completion's id, with `#i` for choice i > 0 of n."""
+    iid, choice = row.get("interaction_id"), row.get("choice_index") or 0
+    return f"{iid}#{choice}" if iid and choice else iid
+
+
 def recorder_rows(root: str) -> Iterator[tuple[dict, list[dict]]]:
     """(interaction row, its feedback rows) of a recorder folder, interactions streamed in
     batches; the feedback table is read whole (one small row per signal)."""
-    feedback: dict[str, list[dict]] = {}
+    feedback: dict[tuple[str, int], list[dict]] = {}
     for f in table_dataset(f"{root}/tables/feedback", "feedback").to_table().to_pylist():
-        feedback.setdefault(f["interaction_id"], []).append(f)
+        feedback.setdefault((f["interaction_id"], f.get("choice_index") or 0), []).append(f)
     dataset = table_dataset(f"{root}/tables/interactions", "interactions")
     for batch in scan_batches(dataset, "interactions", TABLES["interactions"].names, 256):
         for row in batch.to_pylist():
-            yield row, feedback.get(row["interaction_id"], [])
+            yield row, feedback.get((row["interaction_id"], row.get("choice_index") or 0), [])

@@ -124,6 +124,7 @@ INTERACTIONS = pa.schema([                   # `flywheel serve`: one row per cha
     ("schema_version", pa.string()),
     ("recorder_id", pa.string()),            # the recorder (its folder's name)
     ("interaction_id", pa.string()),         # the completion's id, as the client got it
+    ("choice_index", pa.int32()),            # which of its n choices (seed + choice_index sampled it)
     ("day", pa.string()),                    # YYYY-MM-DD (UTC) of created_at: the partition
     ("created_at", pa.timestamp("us", tz="UTC")),
     ("model", pa.string()),                  # the name served
@@ -148,6 +149,7 @@ FEEDBACK = pa.schema([                       # `flywheel serve`'s feedback endpo
     ("recorder_id", pa.string()),
     ("feedback_id", pa.string()),
     ("interaction_id", pa.string()),
+    ("choice_index", pa.int32()),            # the choice it judges (null: choice 0)
     ("day", pa.string()),
     ("created_at", pa.timestamp("us", tz="UTC")),
     ("client", pa.string()),

@@ -239,3 +239,19 @@ def test_a_task_field_takes_the_first_source_a_line_has(tmp_path):
     tasks = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
     assert [t["answer"] for t in tasks] == ["7", "10"]
     assert summary.errors["bad_task"] == 1  # the third: wrong, and nobody said what is right
+
+
+def test_feedback_judges_the_choice_it_names(tmp_path):
+    root = tmp_path / "rec"
+    write_partitioned(str(root), "interactions", [
+        {**interaction("n2", "42", [9, 9]), "choice_index": 0},
+        {**interaction("n2", "41", [8, 8]), "choice_index": 1}])
+    write_partitioned(str(root), "feedback", [
+        {**feedback("f1", "n2", 5, rating=1), "choice_index": 0},
+        {**feedback("f2", "n2", 6, rating=-1), "choice_index": 1}])
+    out = tmp_path / "out"
+    import_interactions([str(root)], str(out), ImportOptions())
+    got = tables(out)
+    assert [r["response"] for r in got["sft_examples"]] == ["42"]
+    (pair,) = got["preference_pairs"]
+    assert (pair["reason"], pair["chosen"], pair["rejected"]) == ("rating", "42", "41")

@@ -1,0 +1,401 @@
+"""`flywheel serve`: a Flywheel policy behind the OpenAI chat-completions API, every interaction
+recorded as table rows, so an application pointed at it feeds the next run.
+
+    flywheel serve --model smollm2 --record-dir records/app            # then, in the app:
+    OpenAI(base_url="http://127.0.0.1:8800/v1", api_key="unused").chat.completions.create(...)
+
+POST /v1/chat/completions (serve_api.py: what a request may hold), POST /v1/feedback, GET
+/v1/models, GET /health. Each answer is one `interactions` row per choice, with the exact token
+ids and log-probabilities the sampler produced and the digest of the weights that produced them;
+feedback is a `feedback` row (serve_recorder.py writes both under the record dir).
+
+The policy is not thread-safe, so ONE generation thread owns it: handlers put requests on a
+bounded queue (full: 503 with Retry-After, the client's cue to back off) and the thread samples
+up to `max_batch` waiting rows with one `sample` call (rows are independent by the Policy
+contract; one call shares max_new_tokens, so a batch holds requests of one max_tokens).
+
+The HTTP side is the sandbox service's (sandbox/service.py), built of its parts: a gate on
+headers alone before a body byte is read (token 401, framing 400/411, size 413, endpoint
+404/405), per-phase deadlines, a connection cap, no listening beyond loopback without a token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import json
+import logging
+import queue
+import secrets
+import socket
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from flywheel.pipelines.serve_api import (ApiError, ApiLimits, ChatRequest, completion_body,
+                                          error_body, models_body, parse_chat, parse_feedback,
+                                          parse_json)
+from flywheel.pipelines.serve_recorder import RecorderClosed, TableRecorder
+from flywheel.sandbox.service_limits import (DeadlineReader, Refused, ServiceLimits, content_length,
+                                             linger_close, refusal)
+from flywheel.sandbox.service_token import bearer_matches, is_loopback
+from flywheel.trainer.policy import Policy, Sample
+
+ENDPOINTS = {"/v1/chat/completions": "POST", "/v1/feedback": "POST", "/v1/models": "GET",
+             "/health": "GET"}
+SERVE_LIMITS = ServiceLimits(max_body=1 << 20, max_connections=64)
+REFUSAL_CODES = {400: "bad_request", 401: "invalid_api_key", 404: "unknown_endpoint",
+                 405: "method_not_allowed", 411: "length_required", 413: "body_too_large"}
+_OVER_CAP = refusal(503, "Service Unavailable", "too many connections")
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServedPolicy:
+    policy: Policy
+    digest: str      # policy_digest of its weights: every row records it
+    name: str        # the model name answered and recorded
+
+
+@dataclass
+class _Job:
+    """One chat request on its way through the generation thread."""
+    request: ChatRequest
+    client: str
+    interaction_id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
+    created_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))
+    started: float = field(default_factory=time.monotonic)
+    seed: int = 0
+    prompt_ids: list[int] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    token_texts: list[list[str]] | None = None
+    error: ApiError | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class ChatServer(ThreadingHTTPServer):
+    """The HTTP server, its generation thread and its recorder: `start()`, then `close()`
+    (drain the queue, write every buffered row, stop listening)."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, served: ServedPolicy, recorder: TableRecorder, host: str = "127.0.0.1",
+                 port: int = 0, tokens: dict[str, str] | None = None, max_batch: int = 8,
+                 max_queue: int = 64, api: ApiLimits = ApiLimits(),
+                 limits: ServiceLimits = SERVE_LIMITS):
+        if not tokens and not is_loopback(host):
+            raise ValueError(f"refusing to listen on {host!r} without a token: anyone who reaches "
+                             "it could use the model; give --token-file or bind 127.0.0.1")
+        if max_batch < 1 or max_queue < 1:
+            raise ValueError("max_batch and max_queue must be >= 1")
+        self.issued = recorder.known_interactions()  # ids feedback may name
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        super().__init__((host.strip("[]"), port), _Handler)
+        self.served, self.recorder, self.tokens = served, recorder, dict(tokens or {})
+        self.max_batch, self.api, self.limits = max_batch, api, limits
+        self.policy_lock = threading.Lock()  # held while the policy samples: others wait on it
+        self.draining, self.connections = False, 0
+        self.generating, self.batches = 0, 0  # rows in the sample() call now; calls so far
+        self._queue: queue.Queue[_Job | None] = queue.Queue(max_queue)
+        self._lock = threading.Lock()
+        self._connection_slots = threading.BoundedSemaphore(limits.max_connections)
+        self._worker = threading.Thread(target=self._generate, name="serve-generate", daemon=True)
+        self._serving: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def start(self) -> ChatServer:
+        self._worker.start()
+        self._serving = threading.Thread(target=self.serve_forever, name="serve-http", daemon=True)
+        self._serving.start()
+        return self
+
+    def close(self) -> None:
+        """Refuse new requests (503), answer the queued ones, flush the recorder, stop."""
+        with self._lock:
+            if self.draining:
+                return
+            self.draining = True  # under the lock: no job is queued after the sentinel
+        if self._worker.is_alive():
+            self._queue.put(None)
+            self._worker.join()
+        try:
+            self.recorder.close()
+        finally:
+            if self._serving is not None:
+                self.shutdown()
+            self.server_close()
+
+    def client_of(self, authorization: list[str]) -> str | None:
+        """The name of the token the request carries; "anonymous" without tokens; None: refused."""
+        if not self.tokens:
+            return "anonymous"
+        found = [name for name, token in self.tokens.items() if bearer_matches(token, authorization)]
+        return found[0] if found else None
+
+    def submit(self, request: ChatRequest, client: str) -> _Job:
+        """The finished job (samples or error), once the generation thread has run it."""
+        job = _Job(request, client)
+        job.seed = secrets.randbelow(1 << 62) if request.seed is None else request.seed
+        with self._lock:
+            if self.draining:
+                raise ApiError(503, "the server is stopping", "draining")
+            try:
+                self._queue.put_nowait(job)
+            except queue.Full:
+                raise ApiError(503, f"{self._queue.maxsize} requests are already waiting; retry "
+                               "later", "queue_full") from None
+        job.done.wait()
+        return job
+
+    # -- the generation thread: the only one that touches the policy ----------------------------
+    def _generate(self) -> None:
+        held: list[_Job] = []  # taken off the queue, not yet sampled (at most ~max_batch)
+        stopping = False
+        while held or not stopping:
+            while len(held) < self.max_batch and not stopping:
+                try:
+                    job = self._queue.get(block=not held)  # wait only when there is nothing to do
+                except queue.Empty:
+                    break
+                stopping = job is None  # close()'s sentinel: nothing is queued after it
+                held += [job] if job else []
+            if not held:
+                continue
+            first, rows, batch, rest = held[0], 0, [], []
+            for job in held:  # one sample() call shares max_new_tokens
+                fits = job is first or (job.request.max_tokens == first.request.max_tokens
+                                        and rows + job.request.n <= self.max_batch)
+                (batch if fits else rest).append(job)
+                rows += job.request.n if fits else 0
+            held = rest
+            try:
+                self._run(batch)
+            except Exception as e:  # the policy's own defect: each waiting client hears of it
+                log.exception("serve: sampling failed")
+                for job in batch:
+                    job.error = job.error or ApiError(500, f"sampling failed: {type(e).__name__}: {e}",
+                                                      "sampling_failed")
+            for job in batch:
+                job.done.set()
+
+    def _run(self, batch: list[_Job]) -> None:
+        policy = self.served.policy
+        ready = []
+        for job in batch:
+            try:
+                job.prompt_ids = list(policy.encode_messages(job.request.messages))
+            except Exception as e:  # a template that refuses these messages (roles, order)
+                job.error = ApiError(400, f"the messages do not fit the model's chat template: "
+                                     f"{type(e).__name__}: {e}"[:500], "invalid_messages")
+                continue
+            if len(job.prompt_ids) >= policy.context:
+                job.error = ApiError(400, f"the prompt is {len(job.prompt_ids)} tokens: the model's "
+                                     f"context holds {policy.context}", "context_length_exceeded")
+                continue
+            ready.append(job)
+        if not ready:
+            return
+        rows = [(job, i) for job in ready for i in range(job.request.n)]
+        self.generating = len(rows)
+        try:
+            with self.policy_lock:  # choice i samples with seed + i, recorded in its row
+                samples = policy.sample([job.prompt_ids for job, _ in rows],
+                                        [job.request.temperature for job, _ in rows],
+                                        [job.seed + i for job, i in rows], ready[0].request.max_tokens)
+        finally:
+            self.generating, self.batches = 0, self.batches + 1
+        for job in ready:
+            job.samples, samples = samples[:job.request.n], samples[job.request.n:]
+            job.texts = [policy.decode(s.token_ids) for s in job.samples]
+            if job.request.logprobs:
+                job.token_texts = [[policy.decode([t]) for t in s.token_ids] for s in job.samples]
+            self._record(job)
+
+    def _record(self, job: _Job) -> None:
+        request, latency_ms = job.request, (time.monotonic() - job.started) * 1000
+        for i, (sample, text) in enumerate(zip(job.samples, job.texts)):
+            self.recorder.add("interactions", {
+                "interaction_id": job.interaction_id, "choice_index": i,
+                "day": f"{job.created_at:%Y-%m-%d}",
+                "created_at": job.created_at, "model": self.served.name,
+                "checkpoint_digest": self.served.digest, "client": job.client,
+                "messages": json.dumps(request.messages), "prompt": request.prompt,
+                "tools": None if request.tools is None else json.dumps(request.tools),
+                "prompt_token_ids": job.prompt_ids, "response": text,
+                "response_token_ids": sample.token_ids, "response_logprobs": sample.logprobs,
+                "finish_reason": sample.finish_reason, "sampling_temperature": request.temperature,
+                "max_tokens": request.max_tokens, "seed": job.seed + i, "latency_ms": latency_ms})
+        self.issued.add(job.interaction_id)
+
+    # -- connections: capped as the sandbox service caps them ----------------------------------
+    def process_request(self, request, client_address):
+        if not self._connection_slots.acquire(blocking=False):
+            request.setblocking(False)
+            with contextlib.suppress(OSError):  # a client gone already needs no answer
+                request.send(_OVER_CAP)
+            self.shutdown_request(request)
+            return
+        with self._lock:
+            self.connections += 1
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release_connection()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release_connection()
+
+    def _release_connection(self) -> None:
+        with self._lock:
+            self.connections -= 1
+        self._connection_slots.release()
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], OSError):
+            log.debug("connection from %s ended: %s", client_address, sys.exc_info()[1])
+        else:
+            log.exception("serve: request from %s failed", client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: ChatServer
+
+    def setup(self):
+        super().setup()
+        self.reader = DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self.reader)
+        self.unread_body = False
+
+    def handle_one_request(self):
+        limits = self.server.limits
+        self.reader.arm(limits.idle_timeout_s, then=limits.read_timeout_s)
+        self.expects_continue, self.length, self.client = False, None, None
+        super().handle_one_request()
+
+    def finish(self):
+        super().finish()
+        if self.unread_body:
+            linger_close(self.connection)
+
+    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def handle_expect_100(self):
+        self.expects_continue = True
+        return True
+
+    def parse_request(self) -> bool:
+        """http.server's parsing, then the gate from headers alone; False when it refused."""
+        if not super().parse_request():
+            return False
+        try:
+            self.length = self._gate()
+        except Refused as refused:
+            self.close_connection = True
+            self.unread_body = bool(self.headers.defects or self.headers.get("Transfer-Encoding")) or any(
+                value.strip() != "0" for value in self.headers.get_all("Content-Length") or [])
+            code = REFUSAL_CODES.get(refused.status, "refused")
+            self._reply(refused.status, error_body(refused.status, refused.message, code), refused.headers)
+            return False
+        return not self.expects_continue or super().handle_expect_100()
+
+    def _gate(self) -> int | None:
+        self.client = self.server.client_of(self.headers.get_all("Authorization") or [])
+        if self.client is None:
+            raise Refused(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+        length = content_length(self.headers)
+        self.route = self.path.split("?", 1)[0]
+        method = ENDPOINTS.get(self.route)
+        if method is None:
+            raise Refused(404, f"no such endpoint {self.route[:200]}")
+        if method != self.command:
+            raise Refused(405, f"{self.route} takes {method}", {"Allow": method})
+        if method == "POST" and length is None:
+            raise Refused(411, f"POST {self.route} needs a Content-Length")
+        if method == "POST" and length > self.server.limits.max_body:
+            raise Refused(413, f"request over {self.server.limits.max_body} bytes")
+        if method == "GET" and length:
+            raise Refused(400, "GET takes no body")
+        return length
+
+    def end_headers(self):
+        self.connection.settimeout(self.server.limits.write_timeout_s)
+        super().end_headers()
+
+    def _reply(self, status: int, body: dict, headers: dict | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if status == 503:
+            self.send_header("Retry-After", "1")
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # noqa: N802 (the gate let only GET /health and /v1/models through)
+        server, created = self.server, int(time.time())
+        if self.route == "/v1/models":
+            return self._reply(200, models_body(server.served.name, created))
+        self._reply(200, {"status": "draining" if server.draining else "ok",
+                          "model": server.served.name, "checkpoint_digest": server.served.digest,
+                          "queued": server._queue.qsize(), "generating": server.generating,
+                          "batches": server.batches, "connections": server.connections})
+
+    def do_POST(self):  # noqa: N802 (a POST endpoint, its length checked)
+        self.reader.arm(self.server.limits.body_deadline_s(self.length))
+        body = self.rfile.read(self.length)
+        if len(body) < self.length:  # the client closed mid-body: nobody to answer
+            self.close_connection = True
+            return
+        try:
+            data = parse_json(body)
+            status, answer = (self._chat if self.route == "/v1/chat/completions" else self._feedback)(data)
+        except ApiError as e:
+            return self._reply(e.status, e.body(), e.headers)
+        except Exception as e:  # a defect of ours: still an answer in the client's terms
+            log.exception("serve: %s failed", self.route)
+            return self._reply(500, error_body(500, f"{type(e).__name__}: {e}", "server_error"))
+        self._reply(status, answer)
+
+    def _chat(self, data: dict) -> tuple[int, dict]:
+        server = self.server
+        job = server.submit(parse_chat(data, server.api), self.client)
+        if job.error:
+            raise job.error
+        return 200, completion_body(job.interaction_id, int(job.created_at.timestamp()),
+                                    server.served.name, job.samples, job.texts,
+                                    len(job.prompt_ids), job.token_texts)
+
+    def _feedback(self, data: dict) -> tuple[int, dict]:
+        server = self.server
+        feedback = parse_feedback(data, server.api)
+        if feedback["interaction_id"] not in server.issued:
+            raise ApiError(404, f"no interaction {feedback['interaction_id'][:80]!r} was recorded "
+                           "here", "unknown_interaction")
+        now, feedback_id = dt.datetime.now(dt.timezone.utc), f"fb-{uuid.uuid4().hex}"
+        try:
+            server.recorder.add("feedback", {"feedback_id": feedback_id, "day": f"{now:%Y-%m-%d}",
+                                             "created_at": now, "client": self.client, **feedback})
+        except RecorderClosed as e:
+            raise ApiError(503, str(e), "draining") from None
+        return 200, {"feedback_id": feedback_id, "object": "feedback"}
