@@ -11,8 +11,9 @@ feedback is a `feedback` row (serve_recorder.py writes both under the record dir
 
 The policy is not thread-safe, so ONE generation thread owns it: handlers put requests on a
 bounded queue (full: 503 with Retry-After, the client's cue to back off) and the thread samples
-up to `max_batch` waiting rows with one `sample` call (rows are independent by the Policy
-contract; one call shares max_new_tokens, so a batch holds requests of one max_tokens).
+up to `max_batch` waiting rows with one `sample` call of the policy's rollout engine (the hf
+sampler; vLLM with `--policy-options engine=vllm`: trainer/rollout_engine.py). Rows are
+independent by contract; one call shares max_new_tokens, so a batch holds one max_tokens.
 
 The HTTP side is the sandbox service's (sandbox/service.py), built of its parts: a gate on
 headers alone before a body byte is read (token 401, framing 400/411, size 413, endpoint
@@ -36,29 +37,22 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from flywheel.pipelines.serve_api import (ApiError, ApiLimits, ChatRequest, completion_body,
-                                          error_body, models_body, parse_chat, parse_feedback,
-                                          parse_json)
+from flywheel.pipelines.serve_api import (REFUSAL_CODES, ApiError, ApiLimits, ChatRequest,
+                                          ServedPolicy, completion_body, error_body, models_body,
+                                          parse_chat, parse_feedback, parse_json)
 from flywheel.pipelines.serve_recorder import RecorderClosed, TableRecorder
 from flywheel.sandbox.service_limits import (DeadlineReader, Refused, ServiceLimits, content_length,
                                              linger_close, refusal)
 from flywheel.sandbox.service_token import bearer_matches, is_loopback
-from flywheel.trainer.policy import Policy, Sample
+from flywheel.trainer.checkpoint import Checkpoint
+from flywheel.trainer.policy import Sample
+from flywheel.trainer.rollout_engine import create_engine
 
 ENDPOINTS = {"/v1/chat/completions": "POST", "/v1/feedback": "POST", "/v1/models": "GET",
              "/health": "GET"}
 SERVE_LIMITS = ServiceLimits(max_body=1 << 20, max_connections=64)
-REFUSAL_CODES = {400: "bad_request", 401: "invalid_api_key", 404: "unknown_endpoint",
-                 405: "method_not_allowed", 411: "length_required", 413: "body_too_large"}
 _OVER_CAP = refusal(503, "Service Unavailable", "too many connections")
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ServedPolicy:
-    policy: Policy
-    digest: str      # policy_digest of its weights: every row records it
-    name: str        # the model name answered and recorded
 
 
 @dataclass
@@ -100,6 +94,8 @@ class ChatServer(ThreadingHTTPServer):
         self.served, self.recorder, self.tokens = served, recorder, dict(tokens or {})
         self.max_batch, self.api, self.limits = max_batch, api, limits
         self.policy_lock = threading.Lock()  # held while the policy samples: others wait on it
+        self.engine = create_engine(served.policy.engine)  # the rollout's sampler of this policy
+        self.engine.update_weights(Checkpoint(served.policy, None, {}, served.digest))
         self.draining, self.connections = False, 0
         self.generating, self.batches = 0, 0  # rows in the sample() call now; calls so far
         self._queue: queue.Queue[_Job | None] = queue.Queue(max_queue)
@@ -131,6 +127,7 @@ class ChatServer(ThreadingHTTPServer):
         try:
             self.recorder.close()
         finally:
+            self.engine.close()
             if self._serving is not None:
                 self.shutdown()
             self.server_close()
@@ -209,7 +206,7 @@ class ChatServer(ThreadingHTTPServer):
         self.generating = len(rows)
         try:
             with self.policy_lock:  # choice i samples with seed + i, recorded in its row
-                samples = policy.sample([job.prompt_ids for job, _ in rows],
+                samples = self.engine.sample([job.prompt_ids for job, _ in rows],
                                         [job.request.temperature for job, _ in rows],
                                         [job.seed + i for job, i in rows], ready[0].request.max_tokens)
         finally:

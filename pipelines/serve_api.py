@@ -15,7 +15,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from flywheel.trainer.policy import Sample, message_text
+from flywheel.trainer.policy import Policy, Sample, message_text
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 MAX_SEED = 2**62  # seeds are int64 in the table; choice i of a request samples with seed + i
@@ -200,3 +200,15 @@ def completion_body(interaction_id: str, created: int, model: str, samples: list
 def models_body(model: str, created: int) -> dict:
     return {"object": "list", "data": [{"id": model, "object": "model", "created": created,
                                         "owned_by": "flywheel"}]}
+
+
+REFUSAL_CODES = {400: "bad_request", 401: "invalid_api_key", 404: "unknown_endpoint",
+                 405: "method_not_allowed", 411: "length_required", 413: "body_too_large"}
+
+
+@dataclass(frozen=True)
+class ServedPolicy:
+    """The model a server answers with."""
+    policy: Policy
+    digest: str      # policy_digest of its weights: every row records it
+    name: str        # the model name answered and recorded
