@@ -269,3 +269,36 @@ class _Sampled:
     """A trajectory row seen as a Sample (ids and logprobs)."""
     def __init__(self, row):
         self.token_ids, self.logprobs = row["response_token_ids"], row["response_logprobs"]
+
+
+@pytest.mark.slow
+def test_flywheel_serve_samples_with_vllm_and_records_its_logprobs(policy, tmp_path):
+    """`flywheel serve` with engine=vllm: the server's one generation thread runs the vllm
+    rollout engine; the recorded ids and logprobs are what the trainer scores."""
+    from flywheel.pipelines.serve import ChatServer
+    from flywheel.pipelines.serve_api import ServedPolicy
+    from flywheel.pipelines.serve_recorder import TableRecorder
+    from flywheel.schemas import read_table
+    from flywheel.trainer.checkpoint import policy_digest
+    import json
+    import urllib.request
+    server = ChatServer(ServedPolicy(policy, policy_digest(policy), "tiny-vllm"),
+                        TableRecorder(str(tmp_path)), "127.0.0.1", 0).start()
+    try:
+        assert server.engine.starts == 1 and type(server.engine).__name__ == "VLLMRolloutEngine"
+        body = {"messages": [{"role": "user", "content": PROMPTS[0]}], "max_tokens": 16,
+                "temperature": 1.0, "seed": 5, "n": 2}
+        request = urllib.request.Request(server.url + "/v1/chat/completions",
+                                         data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            answer = json.load(reply)
+    finally:
+        server.close()
+    rows = read_table(str(tmp_path / "tables" / "interactions"), "interactions").to_pylist()
+    assert sorted(r["choice_index"] for r in rows) == [0, 1] and len(answer["choices"]) == 2
+    from flywheel.trainer.policy import Sample
+    samples = [Sample(r["response_token_ids"], r["response_logprobs"], r["finish_reason"])
+               for r in rows]
+    trainer, sampler = scored(policy, [r["prompt_token_ids"] for r in rows], samples, [1.0, 1.0])
+    assert (trainer - sampler).abs().max() < 1e-4
