@@ -42,6 +42,7 @@ from flywheel.pipelines.layout import RunLayout
 from flywheel.reports.eval_html import ablation_plot, eval_curves_plot, scaling_section
 from flywheel.reports.plots import ALL, Plot, draw_lines, png, text
 from flywheel.reports.render_panel import render_panel_for_run
+from flywheel.reports.review_section import review_section
 from flywheel.reports.timeline import timeline_plot
 from flywheel.reports.report import OTHERS, WATCH_CURVES, DomainWatch, domain_watch, evaluations
 from flywheel.schemas import TABLES, read_table
@@ -258,6 +259,7 @@ def render_report(run_dir: str) -> tuple[str, list[Plot]]:
             plots.append(grid)
             sections.append(_plot_section(grid))
     sections += [p for p in [render_panel_for_run(run_dir)] if p]  # render domains' pictures
+    sections += [p for p in [review_section(run_dir)] if p]  # people's labels
     sections += [f'<p class="note">{html.escape(n)}</p>' for n in notes]
     ids = tables.rows("SELECT DISTINCT run_id FROM metrics")
     title = f"Flywheel run {', '.join(r[0] for r in ids) or run_dir}"
