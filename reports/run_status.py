@@ -102,7 +102,18 @@ def run_status(run_dir: str) -> dict:
     return {"run_dir": run_dir, "run_id": info.get("run_id"), "seed": info.get("seed"),
             "iterations_planned": planned, "committed": committed, "in_progress": current,
             "last_iteration_seconds": _seconds(summaries.get(last)),
-            "heldout_pass@1": _heldout(layout, last), "errors": _errors(layout, committed)}
+            "heldout_pass@1": _heldout(layout, last), "errors": _errors(layout, committed),
+            "review": _review(run_dir)}
+
+
+def _review(run_dir: str) -> dict | None:
+    """Attempts queued for people and their labels (pipelines/review_stats.py), or None."""
+    from flywheel.pipelines.review_stats import read_rows, review_counts
+    queue, reviews = read_rows(run_dir)
+    if not queue:
+        return None
+    counts = review_counts(queue, reviews)
+    return {k: sum(c[k] for c in counts) for k in ("queued", "audit", "labeled", "pending")}
 
 
 def _seconds(summary: dict | None) -> dict | None:
@@ -174,4 +185,9 @@ def status_lines(status: dict) -> list[str]:
             for kind, stages in errors.items()))
     else:
         lines.append("errors by kind: none")
+    review = status.get("review")
+    if review:
+        lines.append(f"review: {review['pending']} of {review['queued']} queued attempts await a "
+                     f"label ({review['audit']} audits); {review['labeled']} labelled "
+                     "(flywheel review serve)")
     return lines

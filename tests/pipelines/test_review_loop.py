@@ -86,6 +86,9 @@ def test_labels_become_rewards_of_the_next_update(tmp_path):
     assert values["review/audit_labeled"] == 1 and values["review/audit_disagree"] == 1.0
     from flywheel.reports.html import render_report
     page, _ = render_report(run)
+    from flywheel.reports.run_status import run_status, status_lines
+    assert any(line.startswith("review: ") and "await a label" in line
+               for line in status_lines(run_status(run)))
     assert "People's labels" in page and "people overrule the verifier in 1.000 of 1 labels" in page
     # waiting: iteration 0's half-labelled and unlabelled groups, iteration 1's three
     assert values["review/pending_groups"] == 5 and values["review/queued_unverified"] == 12
