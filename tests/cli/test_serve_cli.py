@@ -27,6 +27,7 @@ def post(url, path, body, token):
         return json.loads(reply.read())
 
 
+@pytest.mark.slow  # a real `flywheel serve` process (2 s)
 def test_serve_records_named_clients_and_flushes_on_sigterm(tmp_path, capsys):
     tokens = tmp_path / "tokens.txt"
     tokens.write_text("# who may call\nalice:tok-alice\nbob:tok-bob\n")

@@ -26,6 +26,7 @@ MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "conten
 
 @pytest.fixture(scope="module")
 def served():
+    pytest.importorskip("transformers", reason="the hf extra is not installed (tiny-llama is an hf model)")
     return load_policy("tiny-llama")
 
 
