@@ -124,10 +124,12 @@ def _reply(message: Any, where: str) -> str:
 
 def _fine_tuning(obj: dict) -> Record:
     messages = _messages(obj["messages"], "messages")
-    if not messages or messages[-1]["role"] != "assistant":
-        last = messages[-1]["role"] if messages else "none"
+    if not messages:
+        raise FormatProblem("missing_response", "`messages` is empty: expected the conversation "
+                            "ending in the assistant's response")
+    if messages[-1]["role"] != "assistant":
         raise FormatProblem("missing_response", "`messages`: expected the last message to be the "
-                            f"assistant's response, got role {last!r}")
+                            f"assistant's response, got role {messages[-1]['role']!r}")
     return _with_signals(Record("openai", messages[:-1], _reply(messages[-1], "messages[-1]"),
                                 curated=True, record_id=_text(obj.get("id"))), obj)
 
