@@ -23,24 +23,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import io
 import json
 import logging
 import math
 import secrets
-import socket
-import sys
 import threading
 import uuid
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pyarrow.fs as pafs
 
 from flywheel.pipelines import review_page_html, review_stats
-from flywheel.sandbox.service_limits import (DeadlineReader, Refused, ServiceLimits, content_length,
-                                             linger_close)
+from flywheel.sandbox.gated_http import CappedServer, GatedHandler
+from flywheel.sandbox.service_limits import Refused, ServiceLimits
 from flywheel.sandbox.service_token import bearer_matches, check_exposure, check_token, is_loopback
 from flywheel.schemas import read_table, resolve_uri
 from flywheel.schemas.write import write_partitioned
@@ -149,10 +145,10 @@ def check_review(body: dict) -> tuple[str, str, float, str, str]:
     return attempt, reviewer.strip(), float(score), label, comment
 
 
-class ReviewServer(ThreadingHTTPServer):
+class ReviewServer(CappedServer):
     """The page and its API over the run at `run_dir`; `url` carries the token."""
 
-    daemon_threads = True
+    label = "review page"
 
     def __init__(self, run_dir: str, host: str = "127.0.0.1", port: int = 8810,
                  token: str | None = None, limits: ServiceLimits = LIMITS):
@@ -164,79 +160,31 @@ class ReviewServer(ThreadingHTTPServer):
                              "it could read the run's attempts and label them; give --token-file "
                              "or bind 127.0.0.1") from None
         self.token = token or secrets.token_urlsafe(24)  # loopback without one: a fresh one
-        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        super().__init__((host.strip("[]"), port), _Handler)
-        self.store, self.limits = ReviewStore(run_dir), limits
-        self._connections = threading.BoundedSemaphore(limits.max_connections)
+        super().__init__(host, port, _Handler, limits)
+        self.store = ReviewStore(run_dir)
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-        return f"{base}/?token={self.token}"
-
-    def process_request(self, request, client_address):
-        if not self._connections.acquire(blocking=False):  # over the cap: closed, no thread
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._connections.release()
-            raise
-
-    def process_request_thread(self, request, client_address):
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._connections.release()
-
-    def handle_error(self, request, client_address):
-        if isinstance(sys.exc_info()[1], OSError):
-            log.debug("connection from %s ended: %s", client_address, sys.exc_info()[1])
-        else:
-            log.exception("review page: request from %s failed", client_address)
+        return f"{super().url}/?token={self.token}"
 
 
 def _json(value):
     return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(GatedHandler):
+    endpoints = ENDPOINTS
+    always_headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+                      "Referrer-Policy": "no-referrer"}
     server: ReviewServer
 
-    def setup(self):
-        super().setup()
-        self.reader = DeadlineReader(self.connection)
-        self.rfile = io.BufferedReader(self.reader)
-        self.unread_body = False
+    def json_default(self, value):
+        return _json(value)
 
-    def handle_one_request(self):
-        self.reader.arm(self.server.limits.idle_timeout_s, then=self.server.limits.read_timeout_s)
-        self.length = None
-        super().handle_one_request()
-
-    def finish(self):
-        super().finish()
-        if self.unread_body:
-            linger_close(self.connection)
-
-    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
-        log.debug("%s " + format, self.address_string(), *args)
-
-    def parse_request(self) -> bool:
-        if not super().parse_request():
-            return False
-        try:
-            self.length = self._gate()
-        except Refused as refused:
-            self.close_connection = True
-            self.unread_body = bool(self.headers.get("Transfer-Encoding")) or any(
-                v.strip() != "0" for v in self.headers.get_all("Content-Length") or [])
-            self._reply(refused.status, {"error": refused.message}, refused.headers)
-            return False
-        return True
+    def authorize(self) -> None:
+        self.query = parse_qs(urlsplit(self.path).query)
+        if not self._authorized(self.route, self.query):
+            raise Refused(401, "missing or wrong token", {"WWW-Authenticate": "Bearer"})
 
     def _authorized(self, path: str, query: dict) -> bool:
         """The bearer header, or on the page's own path `?token=` (how a person opens it)."""
@@ -246,70 +194,32 @@ class _Handler(BaseHTTPRequestHandler):
         return path == "/" and len(given) == 1 and hmac.compare_digest(
             given[0].encode("utf-8", "replace"), self.server.token.encode())
 
-    def _gate(self) -> int | None:
-        url = urlsplit(self.path)
-        self.route, self.query = url.path, parse_qs(url.query)
-        if not self._authorized(self.route, self.query):
-            raise Refused(401, "missing or wrong token", {"WWW-Authenticate": "Bearer"})
-        length = content_length(self.headers)
-        method = ENDPOINTS.get(self.route)
-        if method is None:
-            raise Refused(404, f"no such endpoint {self.route[:200]}")
-        if method != self.command:
-            raise Refused(405, f"{self.route} takes {method}", {"Allow": method})
-        if method == "POST" and length is None:
-            raise Refused(411, f"POST {self.route} needs a Content-Length")
-        if method == "POST" and length > self.server.limits.max_body:
-            raise Refused(413, f"request over {self.server.limits.max_body} bytes")
-        if method == "GET" and length:
-            raise Refused(400, "GET takes no body")
-        return length
-
-    def end_headers(self):
-        self.connection.settimeout(self.server.limits.write_timeout_s)
-        super().end_headers()
-
-    def _reply(self, status: int, body, headers: dict | None = None,
-               content_type: str = "application/json") -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body, default=_json).encode()
-        self.send_response(status)
-        for name, value in {"Content-Type": content_type, "Content-Length": str(len(data)),
-                            "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
-                            "Referrer-Policy": "no-referrer", **(headers or {})}.items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self):  # noqa: N802 (http.server's name; the gate let only known GETs through)
         store = self.server.store
         if self.route == "/":
-            return self._reply(200, PAGE, {"Content-Security-Policy": CSP}, "text/html; charset=utf-8")
+            return self.reply(200, PAGE, {"Content-Security-Policy": CSP}, "text/html; charset=utf-8")
         if self.route == "/api/stats":
-            return self._reply(200, review_stats.summary(store.queue().values(), store.reviews()))
+            return self.reply(200, review_stats.summary(store.queue().values(), store.reviews()))
         reviewer = (self.query.get("reviewer") or [""])[0].strip()
         if len(reviewer) > MAX_REVIEWER:
-            return self._reply(400, {"error": f"reviewer over {MAX_REVIEWER} characters"})
+            return self.reply(400, {"error": f"reviewer over {MAX_REVIEWER} characters"})
         rows, counts = store.rows_for(reviewer)
         run_id = next((r["run_id"] for r in rows), None)
-        self._reply(200, {"run_id": run_id, "reviewer": reviewer, "rows": rows, "counts": counts})
+        self.reply(200, {"run_id": run_id, "reviewer": reviewer, "rows": rows, "counts": counts})
 
     def do_POST(self):  # noqa: N802 (only POST /api/review, its length checked)
-        self.reader.arm(self.server.limits.body_deadline_s(self.length))
-        body = self.rfile.read(self.length)
-        if len(body) < self.length:  # the client left mid-body: nobody to answer
-            self.close_connection = True
+        body = self.read_body()
+        if body is None:  # the client left mid-body: nobody to answer
             return
         try:
             attempt, reviewer, score, label, comment = check_review(json.loads(body))
         except (ValueError, RecursionError) as e:  # bad JSON or UTF-8 are ValueErrors; "[[[..." recurses
-            return self._reply(400, {"error": str(e)})
+            return self.reply(400, {"error": str(e)})
         queued = self.server.store.queue().get(attempt)
         if queued is None:
-            return self._reply(404, {"error": f"attempt {attempt[:200]!r} is not in the review queue"})
+            return self.reply(404, {"error": f"attempt {attempt[:200]!r} is not in the review queue"})
         row = self.server.store.add(queued, reviewer, score, label, comment)
-        self._reply(200, {"label": {k: row[k] for k in ("score", "label", "comment", "created_at")},
+        self.reply(200, {"label": {k: row[k] for k in ("score", "label", "comment", "created_at")},
                           "review_id": row["review_id"],
                           **{k: queued[k] for k in BLIND}})
 

@@ -22,27 +22,22 @@ headers alone before a body byte is read (token 401, framing 400/411, size 413, 
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import io
 import json
 import logging
 import queue
 import secrets
-import socket
-import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from flywheel.pipelines.serve_api import (REFUSAL_CODES, ApiError, ApiLimits, ChatRequest,
                                           ServedPolicy, completion_body, error_body, models_body,
                                           parse_chat, parse_feedback, parse_json)
 from flywheel.pipelines.serve_recorder import RecorderClosed, TableRecorder
-from flywheel.sandbox.service_limits import (DeadlineReader, Refused, ServiceLimits, content_length,
-                                             linger_close, refusal)
+from flywheel.sandbox.gated_http import CappedServer, GatedHandler
+from flywheel.sandbox.service_limits import Refused, ServiceLimits, refusal
 from flywheel.sandbox.service_token import bearer_matches, is_loopback
 from flywheel.trainer.checkpoint import Checkpoint
 from flywheel.trainer.policy import Sample
@@ -51,7 +46,6 @@ from flywheel.trainer.rollout_engine import create_engine
 ENDPOINTS = {"/v1/chat/completions": "POST", "/v1/feedback": "POST", "/v1/models": "GET",
              "/health": "GET"}
 SERVE_LIMITS = ServiceLimits(max_body=1 << 20, max_connections=64)
-_OVER_CAP = refusal(503, "Service Unavailable", "too many connections")
 log = logging.getLogger(__name__)
 
 
@@ -72,12 +66,13 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-class ChatServer(ThreadingHTTPServer):
+class ChatServer(CappedServer):
     """The HTTP server, its generation thread and its recorder: `start()`, then `close()`
     (drain the queue, write every buffered row, stop listening)."""
 
-    daemon_threads = True
-    request_queue_size = 128
+    label = "serve"
+    over_cap = refusal(503, "Service Unavailable",  # in OpenAI's error shape, as every answer
+                       error_body(503, "too many connections", "too_many_connections"))
 
     def __init__(self, served: ServedPolicy, recorder: TableRecorder, host: str = "127.0.0.1",
                  port: int = 0, tokens: dict[str, str] | None = None, max_batch: int = 8,
@@ -89,25 +84,18 @@ class ChatServer(ThreadingHTTPServer):
         if max_batch < 1 or max_queue < 1:
             raise ValueError("max_batch and max_queue must be >= 1")
         self.issued = recorder.known_interactions()  # ids feedback may name
-        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        super().__init__((host.strip("[]"), port), _Handler)
+        super().__init__(host, port, _Handler, limits)
         self.served, self.recorder, self.tokens = served, recorder, dict(tokens or {})
-        self.max_batch, self.api, self.limits = max_batch, api, limits
+        self.max_batch, self.api = max_batch, api
         self.policy_lock = threading.Lock()  # held while the policy samples: others wait on it
         self.engine = create_engine(served.policy.engine)  # the rollout's sampler of this policy
         self.engine.update_weights(Checkpoint(served.policy, None, {}, served.digest))
-        self.draining, self.connections = False, 0
+        self.draining = False
         self.generating, self.batches = 0, 0  # rows in the sample() call now; calls so far
         self._queue: queue.Queue[_Job | None] = queue.Queue(max_queue)
         self._lock = threading.Lock()
-        self._connection_slots = threading.BoundedSemaphore(limits.max_connections)
         self._worker = threading.Thread(target=self._generate, name="serve-generate", daemon=True)
         self._serving: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def start(self) -> ChatServer:
         self._worker.start()
@@ -234,145 +222,41 @@ class ChatServer(ThreadingHTTPServer):
                 "max_tokens": request.max_tokens, "seed": job.seed + i, "latency_ms": latency_ms})
         self.issued.add(job.interaction_id)
 
-    # -- connections: capped as the sandbox service caps them ----------------------------------
-    def process_request(self, request, client_address):
-        if not self._connection_slots.acquire(blocking=False):
-            request.setblocking(False)
-            with contextlib.suppress(OSError):  # a client gone already needs no answer
-                request.send(_OVER_CAP)
-            self.shutdown_request(request)
-            return
-        with self._lock:
-            self.connections += 1
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._release_connection()
-            raise
 
-    def process_request_thread(self, request, client_address):
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._release_connection()
-
-    def _release_connection(self) -> None:
-        with self._lock:
-            self.connections -= 1
-        self._connection_slots.release()
-
-    def handle_error(self, request, client_address):
-        if isinstance(sys.exc_info()[1], OSError):
-            log.debug("connection from %s ended: %s", client_address, sys.exc_info()[1])
-        else:
-            log.exception("serve: request from %s failed", client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class _Handler(GatedHandler):
+    endpoints = ENDPOINTS
     server: ChatServer
 
-    def setup(self):
-        super().setup()
-        self.reader = DeadlineReader(self.connection)
-        self.rfile = io.BufferedReader(self.reader)
-        self.unread_body = False
-
-    def handle_one_request(self):
-        limits = self.server.limits
-        self.reader.arm(limits.idle_timeout_s, then=limits.read_timeout_s)
-        self.expects_continue, self.length, self.client = False, None, None
-        super().handle_one_request()
-
-    def finish(self):
-        super().finish()
-        if self.unread_body:
-            linger_close(self.connection)
-
-    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
-        log.debug("%s " + format, self.address_string(), *args)
-
-    def handle_expect_100(self):
-        self.expects_continue = True
-        return True
-
-    def parse_request(self) -> bool:
-        """http.server's parsing, then the gate from headers alone; False when it refused."""
-        if not super().parse_request():
-            return False
-        try:
-            self.length = self._gate()
-        except Refused as refused:
-            self.close_connection = True
-            self.unread_body = bool(self.headers.defects or self.headers.get("Transfer-Encoding")) or any(
-                value.strip() != "0" for value in self.headers.get_all("Content-Length") or [])
-            code = REFUSAL_CODES.get(refused.status, "refused")
-            self._reply(refused.status, error_body(refused.status, refused.message, code), refused.headers)
-            return False
-        return not self.expects_continue or super().handle_expect_100()
-
-    def _gate(self) -> int | None:
+    def authorize(self) -> None:
         self.client = self.server.client_of(self.headers.get_all("Authorization") or [])
         if self.client is None:
             raise Refused(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-        length = content_length(self.headers)
-        self.route = self.path.split("?", 1)[0]
-        method = ENDPOINTS.get(self.route)
-        if method is None:
-            raise Refused(404, f"no such endpoint {self.route[:200]}")
-        if method != self.command:
-            raise Refused(405, f"{self.route} takes {method}", {"Allow": method})
-        if method == "POST" and length is None:
-            raise Refused(411, f"POST {self.route} needs a Content-Length")
-        if method == "POST" and length > self.server.limits.max_body:
-            raise Refused(413, f"request over {self.server.limits.max_body} bytes")
-        if method == "GET" and length:
-            raise Refused(400, "GET takes no body")
-        return length
 
-    def end_headers(self):
-        self.connection.settimeout(self.server.limits.write_timeout_s)
-        super().end_headers()
-
-    def _reply(self, status: int, body: dict, headers: dict | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if status == 503:
-            self.send_header("Retry-After", "1")
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
+    def refusal_body(self, refused: Refused) -> dict:
+        return error_body(refused.status, refused.message, REFUSAL_CODES.get(refused.status, "refused"))
 
     def do_GET(self):  # noqa: N802 (the gate let only GET /health and /v1/models through)
         server, created = self.server, int(time.time())
         if self.route == "/v1/models":
-            return self._reply(200, models_body(server.served.name, created))
-        self._reply(200, {"status": "draining" if server.draining else "ok",
+            return self.reply(200, models_body(server.served.name, created))
+        self.reply(200, {"status": "draining" if server.draining else "ok",
                           "model": server.served.name, "checkpoint_digest": server.served.digest,
                           "queued": server._queue.qsize(), "generating": server.generating,
                           "batches": server.batches, "connections": server.connections})
 
     def do_POST(self):  # noqa: N802 (a POST endpoint, its length checked)
-        self.reader.arm(self.server.limits.body_deadline_s(self.length))
-        body = self.rfile.read(self.length)
-        if len(body) < self.length:  # the client closed mid-body: nobody to answer
-            self.close_connection = True
+        body = self.read_body()
+        if body is None:  # the client closed mid-body: nobody to answer
             return
         try:
             data = parse_json(body)
             status, answer = (self._chat if self.route == "/v1/chat/completions" else self._feedback)(data)
         except ApiError as e:
-            return self._reply(e.status, e.body(), e.headers)
+            return self.reply(e.status, e.body(), e.headers)
         except Exception as e:  # a defect of ours: still an answer in the client's terms
             log.exception("serve: %s failed", self.route)
-            return self._reply(500, error_body(500, f"{type(e).__name__}: {e}", "server_error"))
-        self._reply(status, answer)
+            return self.reply(500, error_body(500, f"{type(e).__name__}: {e}", "server_error"))
+        self.reply(status, answer)
 
     def _chat(self, data: dict) -> tuple[int, dict]:
         server = self.server

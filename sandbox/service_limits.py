@@ -79,10 +79,11 @@ def content_length(headers: Message) -> int | None:
     return int(values[0])
 
 
-def refusal(status: int, reason: str, error: str) -> bytes:
+def refusal(status: int, reason: str, error: str | dict) -> bytes:
     """A whole HTTP/1.1 reply that closes the connection: what an over-cap connection gets
-    from the accepting thread, which must never block on it."""
-    body = json.dumps({"error": error}).encode()
+    from the accepting thread, which must never block on it. Its body is {"error": error}, or
+    `error` itself when it is a dict (an API's own error shape)."""
+    body = json.dumps(error if isinstance(error, dict) else {"error": error}).encode()
     return (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n").encode() + body
 
