@@ -134,6 +134,9 @@ class ChatServer(CappedServer):
         with self._lock:
             if self.draining:
                 raise ApiError(503, "the server is stopping", "draining")
+            if self.recorder.full():  # writes failing: no answer that could not be recorded
+                raise ApiError(503, "the recorder is behind on writing its tables; retry later",
+                               "recorder_behind")
             try:
                 self._queue.put_nowait(job)
             except queue.Full:

@@ -7,8 +7,9 @@ Parquet files under the record dir every `flush_rows` rows or `flush_seconds`, a
 
 Each flush writes one file per table and day (schemas.write.write_partitioned), named
 `<prefix>-<uuid>.parquet`, so any number of servers may record into one folder. A flush that
-fails (a full disk, a gs:// hiccup) keeps its rows for the next one and is logged; only close
-raises, so a clean stop never loses a row silently.
+fails (a full disk, a gs:// hiccup) keeps its rows for the next one and is logged; past
+`max_buffered` rows waiting the server takes no new requests (503) until writes catch up; only
+close raises, so a clean stop never loses a row silently.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ class RecorderClosed(RuntimeError):
 
 class TableRecorder:
     def __init__(self, record_dir: str, flush_rows: int = 64, flush_seconds: float = 5.0,
-                 prefix: str = "serve"):
+                 prefix: str = "serve", max_buffered: int = 10_000):
         if flush_rows < 1 or not flush_seconds > 0:
             raise ValueError("flush_rows must be >= 1 and flush_seconds > 0")
         self.record_dir, self.flush_rows, self.flush_seconds = record_dir.rstrip("/"), flush_rows, flush_seconds
-        self.prefix = prefix
+        self.prefix, self.max_buffered = prefix, max_buffered  # past it the server refuses work
         self.recorder_id = os.path.basename(self.record_dir) or "record"
         self.files: list[str] = []  # written so far, in order
         self.rows_written = {t: 0 for t in TABLES}
@@ -50,6 +51,12 @@ class TableRecorder:
         table = read_table(f"{self.record_dir}/tables/interactions", "interactions",
                            columns=["interaction_id"])
         return set(table.column("interaction_id").to_pylist())
+
+    def full(self) -> bool:
+        """Whether writes are so far behind (failing) that new work must wait: rows are never
+        dropped, so the server refuses requests (503) rather than buffer without bound."""
+        with self._cond:
+            return self.buffered() >= self.max_buffered
 
     def add(self, table: str, row: dict) -> None:
         with self._cond:

@@ -235,15 +235,38 @@ def test_rows_are_flushed_by_count_and_on_close_never_lost(served, tmp_path):
 def test_a_failed_write_keeps_its_rows_for_the_next(tmp_path):
     blocker = tmp_path / "rec"
     blocker.write_text("a file where the record dir's tables/ should go")
-    recorder = TableRecorder(str(blocker / "inner"), flush_rows=1000, flush_seconds=1000)
+    recorder = TableRecorder(str(blocker / "inner"), flush_rows=1000, flush_seconds=1000,
+                             max_buffered=1)
+    assert not recorder.full()
     recorder.add("feedback", {"feedback_id": "fb-1", "interaction_id": "i", "day": "2026-01-01",
                               "rating": 1.0})
     with pytest.raises(OSError):
         recorder.flush()
     assert recorder.buffered() == 1 and recorder.rows_written["feedback"] == 0
+    assert recorder.full()  # the server now refuses new requests rather than buffer on
     blocker.unlink()
     recorder.close()
     assert [r["feedback_id"] for r in rows(blocker / "inner", "feedback")] == ["fb-1"]
+
+
+def test_a_recorder_behind_on_its_writes_refuses_new_requests(served, tmp_path):
+    blocker = tmp_path / "rec"
+    blocker.write_text("a file where the record dir's tables/ should go")
+    recorder = TableRecorder(str(blocker / "inner"), flush_rows=1, flush_seconds=1000,
+                             max_buffered=1)
+    server = ChatServer(served, recorder, "127.0.0.1", 0, tokens={"default": TOKEN}).start()
+    try:
+        first = call(server, "/v1/chat/completions", {"messages": MESSAGES, "max_tokens": 4})
+        assert first[0] == 200  # answered and buffered; its write fails
+        wait_for(lambda: recorder.full())
+        status, headers, body = call(server, "/v1/chat/completions",
+                                     {"messages": MESSAGES, "max_tokens": 4})
+        assert status == 503 and body["error"]["code"] == "recorder_behind"
+        assert headers["Retry-After"] == "1"
+        blocker.unlink()  # the disk is back: the buffered row is written on close
+    finally:
+        server.close()
+    assert len(rows(blocker / "inner")) == 1
 
 
 def wait_for(condition, timeout_s: float = 30.0) -> None:
