@@ -83,7 +83,7 @@ class ChatServer(CappedServer):
                              "it could use the model; give --token-file or bind 127.0.0.1")
         if max_batch < 1 or max_queue < 1:
             raise ValueError("max_batch and max_queue must be >= 1")
-        self.issued = recorder.known_interactions()  # ids feedback may name
+        self.issued = recorder.known_interactions()  # id -> client: feedback names its own
         super().__init__(host, port, _Handler, limits)
         self.served, self.recorder, self.tokens = served, recorder, dict(tokens or {})
         self.max_batch, self.api = max_batch, api
@@ -223,7 +223,7 @@ class ChatServer(CappedServer):
                 "response_token_ids": sample.token_ids, "response_logprobs": sample.logprobs,
                 "finish_reason": sample.finish_reason, "sampling_temperature": request.temperature,
                 "max_tokens": request.max_tokens, "seed": job.seed + i, "latency_ms": latency_ms})
-        self.issued.add(job.interaction_id)
+        self.issued[job.interaction_id] = job.client
 
 
 class _Handler(GatedHandler):
@@ -273,7 +273,7 @@ class _Handler(GatedHandler):
     def _feedback(self, data: dict) -> tuple[int, dict]:
         server = self.server
         feedback = parse_feedback(data, server.api)
-        if feedback["interaction_id"] not in server.issued:
+        if server.issued.get(feedback["interaction_id"]) != self.client:  # or another's: unseen
             raise ApiError(404, f"no interaction {feedback['interaction_id'][:80]!r} was recorded "
                            "here", "unknown_interaction")
         now, feedback_id = dt.datetime.now(dt.timezone.utc), f"fb-{uuid.uuid4().hex}"

@@ -46,11 +46,13 @@ class TableRecorder:
         self._thread = threading.Thread(target=self._loop, name="serve-recorder", daemon=True)
         self._thread.start()
 
-    def known_interactions(self) -> set[str]:
-        """The interaction ids already in the record dir (feedback may name them)."""
+    def known_interactions(self) -> dict[str, str]:
+        """interaction id -> the client that called, of the interactions already in the record
+        dir (feedback may name them, from the same client)."""
         table = read_table(f"{self.record_dir}/tables/interactions", "interactions",
-                           columns=["interaction_id"])
-        return set(table.column("interaction_id").to_pylist())
+                           columns=["interaction_id", "client"])
+        return dict(zip(table.column("interaction_id").to_pylist(),
+                        table.column("client").to_pylist()))
 
     def full(self) -> bool:
         """Whether writes are so far behind (failing) that new work must wait: rows are never

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -43,7 +44,10 @@ def test_serve_records_named_clients_and_flushes_on_sigterm(tmp_path, capsys):
         answer = post(base, "/v1/chat/completions", {"model": "tiny", "max_tokens": 5, "seed": 3,
                                                      "messages": [{"role": "user", "content": "1+1="}]},
                       "tok-alice")
-        post(base, "/v1/feedback", {"interaction_id": answer["id"], "label": "up"}, "tok-bob")
+        with pytest.raises(urllib.error.HTTPError) as other:  # bob cannot rate alice's answers
+            post(base, "/v1/feedback", {"interaction_id": answer["id"], "label": "down"}, "tok-bob")
+        assert other.value.code == 404
+        post(base, "/v1/feedback", {"interaction_id": answer["id"], "label": "up"}, "tok-alice")
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -60,7 +64,7 @@ def test_serve_records_named_clients_and_flushes_on_sigterm(tmp_path, capsys):
              "JOIN feedback f USING (interaction_id)")
     assert main(["sql", query, "--run-dir", str(record), "--format", "json"]) == 0
     assert [json.loads(x) for x in capsys.readouterr().out.splitlines()] == [
-        {"client": "alice", "rater": "bob", "rating": 1.0, "model": "tiny"}]
+        {"client": "alice", "rater": "alice", "rating": 1.0, "model": "tiny"}]
 
 
 @pytest.mark.parametrize("flags, tokens, message", [
