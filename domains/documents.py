@@ -16,6 +16,7 @@ Markdown or HTML (documents_text.py), 1-60 KB. Scored by `document_fields`.
 from __future__ import annotations
 
 import json
+import math
 import random
 from typing import Any
 
@@ -23,7 +24,8 @@ from flywheel.domains.documents_gen import make_report
 from flywheel.domains.documents_prose import report_blocks
 from flywheel.domains.documents_questions import OPS, field_questions, figure_questions
 from flywheel.domains.documents_text import FORMATS, write_document
-from flywheel.domains.domain import Domain
+from flywheel.domains.domain import Domain, short_key
+from flywheel.domains.json_answer import parse_json
 from flywheel.domains.registry import register_domain
 
 INSTRUCTIONS = (
@@ -54,6 +56,26 @@ def expected_answer(fields: list[dict]) -> dict[str, float | int]:
     return out
 
 
+ANSWER_CHARS = 32_000  # = document_fields.MAX_RESPONSE_CHARS: no longer reply is read
+
+
+def _on_grid(value: Any, spec: dict) -> str:
+    """A figure rounded to twice its tolerance (its exact value when it has none), or "?"."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "?"
+    try:
+        x = float(value)
+    except OverflowError:
+        return "?"
+    if not math.isfinite(x) or abs(x) > 1e18:
+        return "?"
+    step = 2 * float(spec.get("tolerance") or 0)
+    if step <= 0:
+        return f"{x:.10g}"
+    decimals = max(0, 1 - math.floor(math.log10(step)))  # the grid's digits, no float noise
+    return f"{round(x / step) * step:.{decimals}f}"
+
+
 class DocumentDomain(Domain):
     """Tasks: prompt, document, fields, checks (the `document_fields` verifier's contract)."""
 
@@ -62,6 +84,19 @@ class DocumentDomain(Domain):
     required_fields = ("task_id", "prompt", "fields")
     sizes: tuple[tuple[str, float], ...] = (("short", 0.35), ("medium", 0.4), ("long", 0.25))
     derived = False
+
+    def answer_key(self, task: dict[str, Any], response: str) -> str | None:
+        """The figures as the verifier reads them (the response's JSON object, json_answer.py),
+        each on its tolerance's grid, in the task's field order: answers the verifier cannot tell
+        apart vote together. None for no JSON object or no figure; too long a response (the
+        verifier reads none past ANSWER_CHARS) has none either."""
+        if len(response) > ANSWER_CHARS:
+            return None
+        answer, _ = parse_json(response)
+        if not isinstance(answer, dict):
+            return None
+        parts = [f"{spec['name']}={_on_grid(answer.get(spec['name']), spec)}" for spec in task["fields"]]
+        return None if all(p.endswith("=?") for p in parts) else short_key(";".join(parts))
 
     def draw(self, rng: random.Random, derived: bool | None = None) -> tuple[str, str, list[dict], list[dict]]:
         """(document, format, fields, checks) of one generated task; `derived`: figures

@@ -26,9 +26,10 @@ from typing import Any
 
 from flywheel.domains.documents_questions import apply_op
 from flywheel.verifiers import Verdict, register_verifier
-from flywheel.verifiers.structured import parse_json
+from flywheel.domains.documents import ANSWER_CHARS
+from flywheel.domains.json_answer import parse_json
 
-MAX_RESPONSE_CHARS = 32_000     # far above any answer's JSON; a copied report is longer
+MAX_RESPONSE_CHARS = ANSWER_CHARS  # 32,000: far above any answer's JSON; a copied report is longer
 MAX_MAGNITUDE = 1e18            # a larger "figure" is no figure of any report
 COPY_LINE_CHARS = 24            # lines shorter than this are too common to count as copied
 COPY_CHARS = 2_000              # copied characters that flag a copy (less for short documents)

@@ -15,7 +15,7 @@ import re
 from typing import Any, Callable
 
 from flywheel.verifiers.registry import Verdict, register_verifier
-from flywheel.verifiers.structured import parse_json
+from flywheel.domains.json_answer import parse_json
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’-][A-Za-z0-9]+)*")
 

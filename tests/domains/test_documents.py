@@ -263,3 +263,25 @@ def test_a_users_row_for_doc_search_keeps_the_document_out_of_the_prompt():
         "field `document` must be a non-empty string"]
     assert prepare_task({k: v for k, v in ROW.items() if k != "document"})[1] == [
         "field `document` must be a non-empty string (or give a `prompt`)"]
+
+
+@pytest.mark.parametrize("name", ["doc_fields", "doc_figures", "doc_search"])
+def test_answer_keys_read_the_figures_as_the_verifier_does(name):
+    """maj@N votes on the verifier's reading: figures within tolerance vote together, a wrong one
+    apart; no JSON object, no figure, or an over-long reply has no key."""
+    domain = get_domain(name)
+    task = domain.make_task("train", 3, 0)
+    reference = domain.demonstration(task, random.Random(0))
+    answer = {f["name"]: f["value"] for f in task["fields"]}
+    key = domain.answer_key(task, reference)
+    assert key and key == domain.answer_key(task, json.dumps(answer))
+    first = task["fields"][0]
+    near = {**answer, first["name"]: first["value"] + 0.4 * float(first.get("tolerance") or 0)}
+    assert domain.answer_key(task, f"Here:\n```json\n{json.dumps(near)}\n```") == key
+    wrong = {**answer, first["name"]: first["value"] + 1000}
+    assert domain.answer_key(task, json.dumps(wrong)) != key
+    assert domain.answer_key(task, "about 5 million") is None
+    assert domain.answer_key(task, json.dumps({"other": 1})) is None
+    assert domain.answer_key(task, json.dumps({first["name"]: 10 ** 400})) is None
+    assert domain.answer_key(task, json.dumps(answer) + " " * 40_000) is None
+    assert domain.answer_key(task, "[" * 100_000) is None
