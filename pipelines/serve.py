@@ -181,7 +181,7 @@ class ChatServer(CappedServer):
         ready = []
         for job in batch:
             try:
-                job.prompt_ids = list(policy.encode_messages(job.request.messages))
+                job.prompt_ids = list(policy.encode_messages(job.request.messages, job.request.tools))
             except Exception as e:  # a template that refuses these messages (roles, order)
                 job.error = ApiError(400, f"the messages do not fit the model's chat template: "
                                      f"{type(e).__name__}: {e}"[:500], "invalid_messages")

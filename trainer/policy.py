@@ -65,9 +65,9 @@ class Policy(Protocol):
     def encode_observation(self, text: str) -> list[int]:
         """An observation between two turns (PolicyDefaults: the text without EOS)."""
 
-    def encode_messages(self, messages: list[dict]) -> list[int]:
-        """A chat conversation (OpenAI-style {role, content} dicts) up to the assistant's next
-        turn (PolicyDefaults: the messages' texts, one per line, as a plain prompt)."""
+    def encode_messages(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+        """A chat conversation (OpenAI-style {role, content} dicts, with the request's `tools`)
+        up to the assistant's next turn (PolicyDefaults: the texts, one per line, tools unseen)."""
 
     def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
                seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
@@ -121,9 +121,10 @@ class PolicyDefaults:
         plain prompt."""
         return self.encode_prompt(text)
 
-    def encode_messages(self, messages: list[dict]) -> list[int]:
+    def encode_messages(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """Ids of a conversation up to the assistant's next turn: without a chat template, each
-        message's text on its own line (the last user message alone reads as encode_prompt's)."""
+        message's text on its own line (the last user message alone reads as encode_prompt's);
+        a policy without a chat format does not see `tools`."""
         texts = [message_text(m) for m in messages]
         return self.encode_prompt("\n".join(t for t in texts if t))
 

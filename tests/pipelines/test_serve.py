@@ -116,6 +116,9 @@ def test_greedy_is_repeatable_tools_are_recorded_and_max_tokens_capped(served, t
     assert answers[0]["choices"][0]["logprobs"] is None
     recorded = rows(tmp_path)
     assert len(recorded) == 2 and all(json.loads(r["tools"]) == tools for r in recorded)
+    shown = served.policy.tokenizer.decode(recorded[0]["prompt_token_ids"])
+    assert '"name": "run"' in shown and "<tools>" in shown  # the model is told of the tools
+    assert recorded[0]["prompt_token_ids"] == served.policy.encode_messages(MESSAGES, tools)
     assert all(r["sampling_temperature"] == 0 and r["seed"] >= 0 for r in recorded)  # a seed drawn
     assert all(r["max_tokens"] == 4 and len(r["response_token_ids"]) <= 4 for r in recorded)
 

@@ -50,3 +50,22 @@ def test_hf_episodes_run_end_to_end(tiny_model_dir, tmp_path):
         assert 1 <= len(r["turns"]) <= 2
     metrics = {m["name"] for m in RunLayout(str(tmp_path)).read_table("metrics").to_pylist()}
     assert {"tool_calls_wellformed", "episode_turns", "heldout_tool_calls_wellformed"} <= metrics
+
+
+def test_a_logged_conversation_shows_its_tools_and_tool_calls(tiny_model_dir):
+    """encode_messages (flywheel serve, SFT on imported chats): an OpenAI request's tools reach
+    the prompt (in the system message for a template that ignores `tools=`), an assistant's
+    tool_calls read in the Hermes format, a tool message as the template frames it."""
+    policy = create_policy("hf", {"model": str(tiny_model_dir)}, 0, "cpu")
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "18C"}]
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
+    shown = policy.tokenizer.decode(policy.encode_messages(messages, tools))
+    assert shown.index("Be brief.") < shown.index("<tools>") < shown.index("Weather in Paris?")
+    assert '<tool_call>\n{"name": "weather", "arguments": {"city": "Paris"}}\n</tool_call>' in shown
+    assert shown.endswith("<|im_start|>tool\n18C<|im_end|>\n<|im_start|>assistant\n")
+    assert policy.encode_messages(messages[1:2]) == policy.encode_prompt("Weather in Paris?")

@@ -76,3 +76,52 @@ def observation_ids(tok, text: str, eos_token: str) -> list[int]:
     frame = lambda s: tok(s, add_special_tokens=False)["input_ids"] if s else []  # noqa: E731
     content = tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"] if text else []
     return [*frame(before), *content, *frame(after)]
+
+
+def _plain(message: dict, text) -> dict:
+    """An OpenAI message as {role, content} text: an assistant's tool calls in the Hermes format
+    (<tool_call> JSON), which templates without tool-call support can show."""
+    role, content = str(message.get("role", "user")), text(message)
+    calls = message.get("tool_calls") if role == "assistant" else None
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            arguments = function.get("arguments")
+            try:
+                arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+            except ValueError:
+                pass
+            content += ("\n" if content else "") + "<tool_call>\n" + json.dumps(
+                {"name": function.get("name"), "arguments": arguments}) + "\n</tool_call>"
+    return {"role": role, "content": content}
+
+
+def conversation_prompt(tok, messages: list[dict], tools: list[dict] | None, text,
+                        system_prompt: str = "") -> str:
+    """A whole conversation rendered up to the assistant's next turn: the tools with the
+    template's own `tools=` support, else described in the system message (as tool_prompt does);
+    `tool` messages as the template takes them, else as user messages ("Tool result:")."""
+    plain = [_plain(m, text) for m in messages]
+    if system_prompt and not any(m["role"] == "system" for m in plain):
+        plain.insert(0, {"role": "system", "content": system_prompt})
+    try:
+        base = _render(tok, plain, add_generation_prompt=True)
+    except Exception:  # a template that refuses the tool role
+        plain = [{"role": "user", "content": "Tool result:\n" + m["content"]} if m["role"] == "tool"
+                 else m for m in plain]
+        base = _render(tok, plain, add_generation_prompt=True)
+    if not tools:
+        return base
+    functions = [t.get("function", t) if isinstance(t, dict) else t for t in tools]
+    try:
+        rendered = _render(tok, plain, tools=as_functions(functions), add_generation_prompt=True)
+    except Exception:
+        rendered = base
+    if rendered != base:
+        return rendered
+    described = TOOLS_SYSTEM.format(tools="\n".join(json.dumps(t) for t in functions))
+    if plain and plain[0]["role"] == "system":
+        plain[0] = {"role": "system", "content": f"{plain[0]['content']}\n\n{described}"}
+    else:
+        plain.insert(0, {"role": "system", "content": described})
+    return _render(tok, plain, add_generation_prompt=True)

@@ -169,16 +169,15 @@ class HFPolicy(PolicyDefaults):
             ids = tok(text)["input_ids"]
         return ids or [tok.bos_token_id if tok.bos_token_id is not None else self.eos_ids[0]]
 
-    def encode_messages(self, messages: list[dict]) -> list[int]:
+    def encode_messages(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """A conversation through the chat template (the run's system prompt first when the
-        messages bring none), ending in the assistant's turn; without a template, the texts."""
+        messages bring none; tools and tool calls as chat_turns.conversation_prompt shows them),
+        ending in the assistant's turn; without a template, the texts."""
         tok = self.tokenizer
         if not (self.options.chat_template and tok.chat_template):
-            return super().encode_messages(messages)
-        plain = [{"role": str(m.get("role", "user")), "content": message_text(m)} for m in messages]
-        if self.options.system_prompt and not any(m["role"] == "system" for m in plain):
-            plain.insert(0, {"role": "system", "content": self.options.system_prompt})
-        rendered = tok.apply_chat_template(plain, tokenize=False, add_generation_prompt=True)
+            return super().encode_messages(messages, tools)
+        rendered = chat_turns.conversation_prompt(tok, messages, tools, message_text,
+                                                  self.options.system_prompt)
         return tok(rendered, add_special_tokens=False)["input_ids"] or [self.eos_ids[0]]
 
     def encode_tool_prompt(self, text: str, tools: list[dict]) -> list[int]:
