@@ -146,12 +146,17 @@ def main() -> None:
     p.add_argument("--rl-tasks", type=int, default=64, help="training tasks per RL iteration")
     p.add_argument("--rl-lr", type=float, default=1e-5)
     p.add_argument("--out", default=None, help="output folder (default: a new temporary one)")
+    p.add_argument("--sft-checkpoint", default=None,
+                   help="skip (i): the RFT checkpoint an earlier run wrote (OUT/sft), for (ii)")
     args = p.parse_args()
     console = Console(width=160)
     out = Path(args.out or tempfile.mkdtemp(prefix="bench-sft-"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    sft_uri, _ = rft(args, console, out)
+    if args.sft_checkpoint:  # (i) done before: its checkpoint, for (ii) alone
+        sft_uri = args.sft_checkpoint
+    else:
+        sft_uri, _ = rft(args, console, out)
     if args.rl_iterations and sft_uri:
         side_by_side(args, console, out, sft_uri)
     console.print(f"wall {time.time() - started:.0f} s; outputs in {out}")
