@@ -75,6 +75,8 @@ RUN_FLAGS = {
                  "of an attempt shares its advantage; turn: each episode turn's tokens get that "
                  "turn's (its return, normalized over the group's turns)"),
     "--shards": ("rollout.shards", int, "Parquet files per table partition, written in parallel"),
+    "--max-batch-size": ("rollout.max_batch_size", int, "most rows one generation batch samples "
+                         "(RunInference's batch; a real model's KV cache grows with it)"),
     "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
     "--model": ("policy.model", str, "the policy's model (hf: a local directory, a .gguf file, a "
                 "gs:// URI, or a named model: " + NAMED_MODELS.help() + ")"),
