@@ -148,3 +148,42 @@ def test_review_and_overlap_are_refused_together(tmp_path):
     with pytest.raises(RunConfigMismatch, match="synchronous"):
         run_iterations(str(tmp_path), config)
 
+
+
+@pytest.mark.slow
+def test_an_update_waits_for_labels_given_while_it_waits(tmp_path):
+    """--review-wait-seconds: labels given during the wait join the same iteration's update."""
+    import threading
+    import time
+    tasks = open_ended_tasks(tmp_path / "tasks.jsonl", n=1)
+    base = tiny_config()
+    config = dataclasses.replace(
+        base, iterations=1, review=ReviewSettings(wait_seconds=60),
+        rollout=dataclasses.replace(base.rollout, domains=("add",), task_files=(tasks,),
+                                    n_samples=2))
+    run = str(tmp_path / "run")
+    layout = RunLayout(run)
+    events = []
+
+    def reviewer():  # a person who labels the queue as soon as it appears
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            queue = layout.read_table("review_queue").to_pylist()
+            if queue:
+                time.sleep(1.0)  # after the wait began
+                write_partitioned(run, "reviews", [label(q, float(q["sample_index"] == 0))
+                                                   for q in queue], prefix="review")
+                return
+            time.sleep(0.2)
+
+    person = threading.Thread(target=reviewer)
+    person.start()
+    run_iterations(run, config, event=lambda name, data: events.append((name, data)))
+    person.join()
+    waits = [d for n, d in events if n == "review_wait"]
+    assert waits and waits[0]["missing"] == 2  # it waited for both
+    end = [d for n, d in events if n == "review_end"][0]
+    assert end["rows"] == 2 and end["unlabelled_at_update"] == 0
+    _, rows = query(run, "SELECT sample_index, reward_raw FROM trajectories WHERE iteration = 0 "
+                         "AND reward_source = 'review' ORDER BY 1")
+    assert rows == [(0, 1.0), (1, 0.0)]
