@@ -151,6 +151,9 @@ RUN_FLAGS = {
     "--loss": ("algorithm.loss", str, LOSSES.help("policy loss")),
     "--aggregation": ("algorithm.aggregation", str, AGGREGATIONS.help(
         "how the loss averages its token terms") + "; default: the loss's own"),
+    "--micro-tokens": ("train.micro_tokens", int, "most padded tokens per forward/backward of "
+                       "the update (gradient accumulation; 0: a whole minibatch at once, which for "
+                       "a real model's vocabulary can take many GB)"),
     "--kl-coef": ("train.kl_coef", float, "weight of KL(policy || initial policy) in the loss (0: none)"),
 }
 
