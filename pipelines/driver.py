@@ -261,9 +261,6 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
     event("run_begin", {"run_dir": run_dir, "run_id": info["run_id"], "first": first,
                         "iterations": config.iterations, "resumed": bool(committed)})
     overlapped = config.overlap.max_staleness > 0 or config.overlap.trainer_processes > 1
-    if overlapped and config.review.active:
-        raise RunConfigMismatch("[review] runs with the synchronous loop only for now: give "
-                                "--max-staleness 0 and --trainer-processes 1, or no review")
     initial = ensure_initial_policy(layout, config, event)
     if overlapped:
         from flywheel.pipelines.overlap import run_overlapped

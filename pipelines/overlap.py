@@ -170,14 +170,17 @@ class TrainerLane:
         shutil.rmtree(self.workdir, ignore_errors=True)  # specs, results and logs of the updates
 
 
-def update_spec(config: RunConfig, layout: RunLayout, initial: str, k: int) -> dict:
+def update_spec(config: RunConfig, layout: RunLayout, initial: str, k: int,
+                reviewed: bool = False) -> dict:
     """train_job's spec for iteration k: from checkpoint k-1, admitting rows of the
     max_staleness checkpoints before it (those that exist: the initial policy stands for the
-    ones before the first)."""
+    ones before the first); `reviewed` (people's labels join the update, sampled up to
+    review.max_wait iterations earlier): max_staleness + max_wait of them."""
     from flywheel.pipelines.driver import checkpoint_after
     start = checkpoint_after(layout, initial, k - 1)
     older = []
-    for v in range(k - 2, k - 2 - config.overlap.max_staleness, -1):
+    lag = config.overlap.max_staleness + (config.review.max_wait if reviewed else 0)
+    for v in range(k - 2, k - 2 - lag, -1):
         uri = checkpoint_after(layout, initial, v)
         if uri != start and uri not in older:
             older.append(uri)
@@ -191,6 +194,7 @@ def run_overlapped(config: RunConfig, layout: RunLayout, info: dict, initial: st
                    options: PipelineOptions | None, event) -> None:
     """Iterations first..config.iterations-1, rollout k+1 beside update k (see the module doc)."""
     from flywheel.pipelines.driver import checkpoint_after, commit, evaluate_policy, roll_out
+    from flywheel.pipelines.review_rewards import review_before_update
     s, lane = config.overlap.max_staleness, TrainerLane(config.overlap.trainer_processes)
     every = config.evaluation.every
 
@@ -220,10 +224,14 @@ def run_overlapped(config: RunConfig, layout: RunLayout, info: dict, initial: st
             else:
                 layout.delete_iteration(k, keep=KEEP_ON_RETRY)   # a killed rollout's leftovers
                 rollout = roll_out(config, layout, info, k, initial, options, event)
+                reviewed = review_before_update(layout, info["run_id"], k, config.review,
+                                                config.algorithm, config.seed, event)
+                rollout = {**rollout, "reviewed_rows": reviewed["rows"]}  # people's labels
                 layout.write_json(layout.rollout_marker(k), rollout)
             committed(lane.collect(k - 1, block=False))
             event("train_begin", {"iteration": k})
-            lane.submit(k, update_spec(config, layout, initial, k), rollout)
+            lane.submit(k, update_spec(config, layout, initial, k,
+                                       reviewed=bool(rollout.get("reviewed_rows"))), rollout)
             evaluate_due()
         committed(lane.collect(config.iterations - 1))
         evaluate_due()

@@ -140,13 +140,30 @@ def test_observations_are_cut_in_the_middle():
     assert observation_text(None, 10) == ""
 
 
-def test_review_and_overlap_are_refused_together(tmp_path):
+@pytest.mark.slow
+def test_labels_join_an_overlapped_update(tmp_path):
+    """--max-staleness 1: the trainer lane admits reviewed rows sampled max_staleness + max_wait
+    versions back; the rows say reward_source = 'review'."""
     from flywheel.pipelines.config import OverlapSettings
-    from flywheel.pipelines.driver import RunConfigMismatch
-    config = dataclasses.replace(tiny_config(), review=ReviewSettings(domains=("add",)),
-                                 overlap=OverlapSettings(max_staleness=1))
-    with pytest.raises(RunConfigMismatch, match="synchronous"):
-        run_iterations(str(tmp_path), config)
+    tasks = open_ended_tasks(tmp_path / "tasks.jsonl", n=1)
+    base = tiny_config()
+    config = dataclasses.replace(
+        base, iterations=1, review=ReviewSettings(max_wait=1),
+        overlap=OverlapSettings(max_staleness=1),
+        rollout=dataclasses.replace(base.rollout, domains=("add",), task_files=(tasks,),
+                                    n_samples=2))
+    run = str(tmp_path / "run")
+    run_iterations(run, config)
+    queue = RunLayout(run).read_table("review_queue").to_pylist()
+    write_partitioned(run, "reviews", [label(q, float(q["sample_index"] == 0)) for q in queue],
+                      prefix="review")
+    run_iterations(run, dataclasses.replace(config, iterations=2))
+    _, rows = query(run, "SELECT sample_index, reward_raw, filtered FROM trajectories WHERE "
+                         "iteration = 1 AND reward_source = 'review' ORDER BY 1")
+    assert rows == [(0, 1.0, False), (1, 0.0, False)]
+    _, trained = query(run, "SELECT value FROM metrics WHERE iteration = 1 AND "
+                            "name = 'train/n_sequences'")
+    assert trained[0][0] >= 2
 
 
 
