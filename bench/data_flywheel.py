@@ -100,12 +100,13 @@ def check_recorded(records: Path, seen: list[dict], model: str) -> dict:
                and rows[s["id"]]["response_logprobs"] == s["logprobs"] for s in seen)
     policy = POLICIES.get("hf").create({"model": model}, seed=0)
     worst = 0.0
-    for s in seen[:8]:  # the trainer's scoring of the recorded ids, at the sampling temperature
+    for s in seen[:8]:  # the trainer's scoring of the recorded ids, at their sampling temperature
         r = rows[s["id"]]
         ids = torch.tensor([r["prompt_token_ids"] + r["response_token_ids"]])
         with torch.no_grad():
             lp = policy.token_logprobs(ids, torch.ones_like(ids, dtype=torch.bool),
-                                       torch.tensor([1.0]))[0, len(r["prompt_token_ids"]) - 1:]
+                                       torch.tensor([r["sampling_temperature"]]))[
+                0, len(r["prompt_token_ids"]) - 1:]
         worst = max(worst, max(abs(a - b) for a, b in zip(lp.tolist(), r["response_logprobs"])))
     return {"rows": len(rows), "feedback_rows": feedback, "same_text_and_logprobs": same,
             "max_abs_logprob_diff_rescored": worst}
