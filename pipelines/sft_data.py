@@ -153,8 +153,8 @@ def _prompt_ids(policy, row: dict) -> list[int]:
     if row.get("messages"):
         try:
             messages = json.loads(row["messages"])
-        except ValueError as e:
-            raise ValueError(f"`messages` is not JSON ({e})") from None
+        except (ValueError, RecursionError) as e:  # "[[[[..." nested past Python's stack
+            raise ValueError(f"`messages` is not JSON ({type(e).__name__})") from None
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise ValueError("`messages` must be a JSON list of {role, content} objects")
         return policy.encode_messages(messages)
