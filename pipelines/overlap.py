@@ -24,12 +24,10 @@ HTML report draws as a timeline.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +39,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.layout import RunLayout
+from flywheel.trainer.distributed import die_with_launcher
 from flywheel.trainer.train_job import raise_refusal, spec_of
 
 KEEP_ON_RETRY = ("evaluations",)  # an evaluation of a version is its own, made once
@@ -57,17 +56,10 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it when the thread that started it ends (Linux
-    prctl PR_SET_PDEATHSIG), so a killed driver leaves no update writing a checkpoint."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    except OSError:
-        pass
-
-
 def trainer_command(spec_path: str, processes: int) -> list[str]:
-    """The update's command line: one process, or a torchrun data-parallel launch."""
+    """The update's command line: one process, or a torchrun data-parallel launch; with
+    "--serve" for `spec_path`, the long-lived trainer that TrainerLane feeds (its ranks serve
+    update after update)."""
     if processes <= 1:
         return [sys.executable, "-m", "flywheel.trainer.train_job", spec_path]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -75,10 +67,10 @@ def trainer_command(spec_path: str, processes: int) -> list[str]:
 
 
 class TrainerLane:
-    """Updates run one at a time, in submission order, on a thread of their own: one long-lived
-    `train_job --serve` process for a single-process trainer (no start-up per update), or a
-    torchrun launch per update for several ranks. The driver's thread collects them (commits)
-    when it needs their checkpoints."""
+    """Updates run one at a time, in submission order, on a thread of their own, by one
+    long-lived `train_job --serve`: a process, or a torchrun launch whose ranks stay up (no
+    start-up per update). The driver's thread collects them (commits) when it needs their
+    checkpoints."""
 
     def __init__(self, processes: int = 1, workdir: str | None = None):
         self.processes = processes
@@ -102,44 +94,65 @@ class TrainerLane:
             with open(spec_path, "w") as f:
                 json.dump(job.spec, f)
             started = time.time()
-            if self.processes <= 1:
-                ok, log_path, why = self._serve(spec_path)
-            else:
-                log_path = os.path.join(self.workdir, f"train-{job.iteration}.log")
-                with open(log_path, "wb") as log:
-                    code = subprocess.call(trainer_command(spec_path, self.processes), stdout=log,
-                                           stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-                ok, why = code == 0, f"exited with {code}"
+            ok, why = self._serve(spec_path)
             job.window = (started, time.time())
             if ok and os.path.exists(job.spec["result"]):
                 with open(job.spec["result"]) as f:
                     job.result = json.load(f)
             else:
-                with open(log_path, "rb") as f:
+                with open(self.server_log, "rb") as f:
                     tail = f.read()[-4000:].decode(errors="replace")
                 job.failure = (f"the update of iteration {job.iteration} {why}; its output "
                                f"ends:\n{tail}")
             job.done.set()
+        self._end_server()  # on this thread: the server dies with it (die_with_launcher)
 
-    def _serve(self, spec_path: str) -> tuple[bool, str, str]:
-        """(ok, log path, why not) of one update by the long-lived trainer process."""
+    def _serve(self, spec_path: str) -> tuple[bool, str]:
+        """(ok, why not) of one update by the long-lived trainer."""
         if self.server is None:
             with open(self.server_log, "ab") as log:
                 self.server = subprocess.Popen(
-                    [sys.executable, "-m", "flywheel.trainer.train_job", "--serve"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                    preexec_fn=_die_with_parent)
+                    trainer_command("--serve", self.processes), stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=log, text=True, preexec_fn=die_with_launcher)
         try:
             self.server.stdin.write(spec_path + "\n")
             self.server.stdin.flush()
-            reply = self.server.stdout.readline().strip()
+            reply = self._reply()
         except OSError:  # the process is gone (BrokenPipe)
             reply = ""
         if reply == f"done {spec_path}":
-            return True, self.server_log, ""
-        code = self.server.poll()
-        return False, self.server_log, (f"failed ({reply})" if reply else
-                                        f"ended: the trainer process exited with {code}")
+            return True, ""
+        if reply:
+            return False, f"failed ({reply})"
+        try:
+            code = self.server.wait(timeout=30)  # torchrun ends its other ranks first
+        except subprocess.TimeoutExpired:
+            code = None
+        return False, f"ended: the trainer process exited with {code}"
+
+    def _reply(self) -> str:
+        """The server's next reply, "" once its stdout ends. Under torchrun, every rank writes
+        to that stdout: a line that is no reply (a library's print) is passed over."""
+        while line := self.server.stdout.readline():
+            if line.startswith(("done ", "failed ")):
+                return line.strip()
+        return ""
+
+    def _end_server(self) -> None:
+        """End of input: the server (every rank) returns; killed if it has not in 30 s."""
+        if self.server is None:
+            return
+        try:
+            self.server.stdin.close()
+            self.server.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self._kill_server()
+
+    def _kill_server(self) -> None:
+        """SIGKILL the server if it runs; torchrun's ranks die with it (die_with_launcher)."""
+        if self.server is not None and self.server.poll() is None:
+            self.server.kill()
+            self.server.wait()
 
     def collect(self, through: int, block: bool = True) -> list[_Job]:
         """The finished jobs of iterations <= `through`, in order, removed from the pending ones
@@ -159,14 +172,14 @@ class TrainerLane:
         return out
 
     def close(self) -> None:
+        """Ends the server: cleanly (end of input, on the lane's thread) when no update is in
+        flight, else killed at once as before (the driver has stopped; a resume redoes the
+        update), every rank with it; killed too if it has not ended within 40 s."""
         self.jobs.put(None)
-        self.thread.join(timeout=5)
-        if self.server is not None:
-            try:
-                self.server.stdin.close()  # end of input: the server returns
-                self.server.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.server.kill()
+        if any(not job.done.is_set() for job in self.pending):
+            self._kill_server()
+        self.thread.join(timeout=40)
+        self._kill_server()
         shutil.rmtree(self.workdir, ignore_errors=True)  # specs, results and logs of the updates
 
 

@@ -8,7 +8,8 @@ collectives its data-parallel update needs (trainer/train_step.py, trainer/train
     torchrun --standalone --nproc-per-node=8 -m flywheel.trainer.train_job SPEC.json
     # 2 machines x 8 GPUs: the same command on each, with
     #   --nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=HOST0:29500 --rdzv-id=RUN
-    # in place of --standalone (pipelines/overlap.py launches the standalone form)
+    # in place of --standalone (pipelines/overlap.py launches the standalone form, with
+    # `--serve` for SPEC.json: the ranks stay up and serve update after update, train_job.serve)
 
 Every rank reads the whole iteration's index, draws the same permutation from the seed, and
 trains on its share of each minibatch (rows r, r + W, r + 2W, ...; a share may be empty); the
@@ -35,8 +36,11 @@ then (0, 1) and every helper is a no-op, so a single process computes exactly wh
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -58,10 +62,44 @@ def start() -> tuple[int, int]:
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank())
         torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
+        dist.init_process_group("nccl", device_id=device, timeout=timeout())
     else:
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=timeout())
     return world()
+
+
+def timeout() -> timedelta:
+    """How long a collective waits for the other ranks before it fails:
+    FLYWHEEL_TRAINER_PG_TIMEOUT_S seconds, else 30 minutes (gloo's default; now NCCL's too).
+    It stays short enough to end a real hang (a rank stuck mid-update) rather than being raised
+    to hours for a long-lived launch, whose ranks wait for the next update between rollouts:
+    there rank 0 broadcasts a keep-alive every quarter of it (train_job.serve), so that wait
+    never reaches it."""
+    return timedelta(seconds=float(os.environ.get("FLYWHEEL_TRAINER_PG_TIMEOUT_S", 1800)))
+
+
+def broadcast_object(obj):
+    """Rank 0's `obj` (any picklable value) on every rank; `obj` itself outside a group."""
+    if world()[1] == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def die_with_launcher() -> None:
+    """SIGKILL this process when its launcher dies (Linux prctl PR_SET_PDEATHSIG): a rank, at
+    its start, and the trainer the driver starts (pipelines/overlap.py, as its preexec_fn), so a
+    killed driver leaves no update writing a checkpoint. torchrun starts its ranks in sessions
+    of their own and a SIGKILLed torchrun cannot stop them: each rank arms its own. A launcher already gone by the time the
+    signal is armed (this process re-parented) ends the rank at once."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except OSError:  # no libc.so.6: not Linux, nothing to arm
+        return
+    if parent == 1 or os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def world() -> tuple[int, int]:

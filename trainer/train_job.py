@@ -6,7 +6,11 @@ interpreter lock, and so the same entry point serves a data-parallel launch (`to
 --nproc-per-node N -m flywheel.trainer.train_job SPEC.json`, trainer/distributed.py).
 
 With `--serve` it stays up for many updates, one SPEC path per line of its stdin, answering
-`done PATH` on stdout (the overlapped loop's single-process trainer: no start-up per update).
+`done PATH` on stdout (the overlapped loop's trainer: no start-up per update), alone or as the
+ranks of one launch that serve update after update:
+
+    python -m torch.distributed.run --standalone --nproc-per-node=2 \
+        -m flywheel.trainer.train_job --serve
 
 SPEC holds train_iteration's arguments as JSON (cfg and algorithm as their to_dict(); a spec
 without `sharding` means "ddp", which one process ignores) and
@@ -18,7 +22,9 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
+import threading
 
 from flywheel.trainer import distributed
 from flywheel.trainer.algorithm import Algorithm
@@ -73,31 +79,85 @@ def write_result(spec: dict, out: dict) -> None:
 
 
 def serve(lines, reply) -> int:
-    """`--serve`: one process for many updates, so each does not pay for starting Python and
-    torch again (seconds, against a tiny policy's update of a few). Each input line is a SPEC
-    path; the update runs and `done PATH` is replied once its result file is written. Each
-    update builds everything it uses from its spec, as a fresh process would. A crash is a
-    traceback on stderr and `failed PATH`; the caller ends the run."""
-    import contextlib
+    """`--serve`: one process (or one launch of ranks) for many updates, so each does not pay
+    for starting Python and torch again (seconds, against a tiny policy's update of a few).
+    Each input line is a SPEC path; the update runs and `done PATH` is replied once its result
+    file is written. Each update builds everything it uses from its spec, as a fresh process
+    would. A crash is a traceback on stderr and `failed PATH`; the caller ends the run.
+
+    Under a torchrun launch (WORLD_SIZE > 1) every rank inherits the launcher's stdin and
+    stdout: rank 0 alone reads the lines and replies, and broadcasts each path to the others
+    (`_broadcast`); a crash on any rank exits it non-zero, so torchrun ends the other ranks and
+    exits non-zero too. The end of input ends every rank, each leaving the process group."""
     import traceback
-    for line in lines:
-        path = line.strip()
-        if not path:
-            continue
+    rank = 0
+    commands = (line.strip() for line in lines if line.strip())
+    if distributed.launched():
+        rank, _ = distributed.start()
+        commands = _broadcast(lines if rank == 0 else None)
+    for path in commands:
         try:
-            with open(path) as f:
-                spec = json.load(f)
-            with contextlib.redirect_stdout(sys.stderr):  # stdout carries the replies alone
-                write_result(spec, run(spec))
+            _update(path, rank)
         except BaseException:  # noqa: BLE001  reported, then the caller stops
             traceback.print_exc()
-            reply(f"failed {path}")
+            if rank == 0:
+                reply(f"failed {path}")
             return 1
-        reply(f"done {path}")
+        if rank == 0:
+            reply(f"done {path}")
+    distributed.finish()
     return 0
 
 
+def _update(path: str, rank: int) -> None:
+    """One update of `serve`: its spec read from `path`, its result written by rank 0."""
+    import contextlib
+    with open(path) as f:
+        spec = json.load(f)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the replies alone
+        out = run(spec)
+    if rank == 0:
+        write_result(spec, out)
+
+
+def _broadcast(lines):
+    """Rank 0's non-blank `lines` (stripped; None on the other ranks), on every rank of the
+    launch, until rank 0's end of input. A rank waits for the next line in a broadcast, which
+    fails after the process group's timeout (trainer/distributed.py: timeout); the wait between
+    updates can be longer (a rollout), so while no line comes rank 0 broadcasts an empty one
+    (passed over) every quarter of that timeout."""
+    every = distributed.timeout().total_seconds() / 4
+    waiting = _queued(lines) if lines is not None else None
+    while True:
+        try:
+            line = waiting.get(timeout=every) if waiting else None
+        except queue.Empty:
+            line = ""
+        line = distributed.broadcast_object(line)
+        if line is None:
+            return
+        if line:
+            yield line
+
+
+def _queued(lines) -> queue.Queue:
+    """A queue that a daemon thread fills with the non-blank `lines` (stripped), then None: so
+    rank 0 can wait for a line with a time limit."""
+    waiting: queue.Queue = queue.Queue()
+
+    def fill() -> None:
+        for line in lines:
+            if line.strip():
+                waiting.put(line.strip())
+        waiting.put(None)
+
+    threading.Thread(target=fill, name="train-job-input", daemon=True).start()
+    return waiting
+
+
 def main(argv: list[str]) -> int:
+    if distributed.launched():
+        distributed.die_with_launcher()  # else a SIGKILLed torchrun leaves this rank running
     if argv == ["--serve"]:
         return serve(sys.stdin, lambda text: print(text, flush=True))
     if len(argv) != 1:
