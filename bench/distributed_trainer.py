@@ -11,6 +11,9 @@ each --repeats times, alternating, and prints the best of each and their ratio, 
 torchrun start-up included), and `update`, train_job.run alone (reading, training, writing the
 checkpoint; timed inside the processes between barriers, this file as the worker). Both runs'
 weights are compared too (max |difference|). Each process uses FLYWHEEL_TORCH_THREADS=1.
+Last, two updates in a row through the overlapped loop's TrainerLane with 2 ranks, whose
+torchrun launch stays up (train_job --serve): the first pays the launch, the second not, against
+the `command` seconds of a launch per update.
 """
 
 from __future__ import annotations
@@ -70,6 +73,21 @@ def worker(spec_path: str) -> None:
     if rank == 0:
         print(f"update seconds {time.perf_counter() - started:.3f}")
     distributed.finish()
+
+
+def served(work: Path, specs: list[dict]) -> list[float]:
+    """Seconds of each update through one TrainerLane of 2 ranks (a launch kept up)."""
+    from flywheel.pipelines.overlap import TrainerLane
+    lane, seconds = TrainerLane(processes=2, workdir=str(work / "lane")), []
+    try:
+        for k, spec in enumerate(specs, 1):
+            started = time.perf_counter()
+            lane.submit(k, spec, {})
+            lane.collect(k)
+            seconds.append(time.perf_counter() - started)
+    finally:
+        lane.close()
+    return seconds
 
 
 def main() -> None:
@@ -132,6 +150,13 @@ def main() -> None:
         print(f"best {kind} seconds: 1 process {one:.2f}, 2 processes {two:.2f}; "
               f"speed-up {one / two:.2f}x")
     print(f"{steps} optimizer steps; max |weight difference| 1 vs 2 processes {diff:.2g}")
+    os.environ.update(env)  # the lane's ranks inherit it
+    specs = [spec_of(str(work / "trajectories" / "iteration=1"), str(work / "ck0"),
+                     str(work / f"served-{k}"), cfg, seed=args.seed, result="",
+                     algorithm=Algorithm(loss="dapo"), sharding=args.sharding) for k in (1, 2)]
+    first, second = served(work, specs)
+    print(f"2 ranks kept up (TrainerLane): update 1 {first:.2f} s (with the launch), update 2 "
+          f"{second:.2f} s; a launch per update: {best['command', 2]:.2f} s each")
     shutil.rmtree(work)
 
 

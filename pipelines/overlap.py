@@ -75,6 +75,7 @@ class TrainerLane:
     def __init__(self, processes: int = 1, workdir: str | None = None):
         self.processes = processes
         self.workdir = workdir or tempfile.mkdtemp(prefix="flywheel-trainer-")
+        os.makedirs(self.workdir, exist_ok=True)
         self.jobs: queue.Queue[_Job | None] = queue.Queue()
         self.pending: list[_Job] = []
         self.server: subprocess.Popen | None = None
@@ -90,22 +91,30 @@ class TrainerLane:
 
     def _work(self) -> None:
         while (job := self.jobs.get()) is not None:
-            spec_path = os.path.join(self.workdir, f"spec-{job.iteration}.json")
-            with open(spec_path, "w") as f:
-                json.dump(job.spec, f)
-            started = time.time()
-            ok, why = self._serve(spec_path)
-            job.window = (started, time.time())
-            if ok and os.path.exists(job.spec["result"]):
-                with open(job.spec["result"]) as f:
-                    job.result = json.load(f)
-            else:
-                with open(self.server_log, "rb") as f:
-                    tail = f.read()[-4000:].decode(errors="replace")
-                job.failure = (f"the update of iteration {job.iteration} {why}; its output "
-                               f"ends:\n{tail}")
+            try:
+                self._run(job)
+            except Exception as e:  # noqa: BLE001  the driver raises it: a waiting collect never hangs
+                job.failure = (f"the update of iteration {job.iteration} could not run: "
+                               f"{type(e).__name__}: {e}")
             job.done.set()
         self._end_server()  # on this thread: the server dies with it (die_with_launcher)
+
+    def _run(self, job: _Job) -> None:
+        """One update by the server: its result, or its failure with the log's tail."""
+        spec_path = os.path.join(self.workdir, f"spec-{job.iteration}.json")
+        with open(spec_path, "w") as f:
+            json.dump(job.spec, f)
+        started = time.time()
+        ok, why = self._serve(spec_path)
+        job.window = (started, time.time())
+        if ok and os.path.exists(job.spec["result"]):
+            with open(job.spec["result"]) as f:
+                job.result = json.load(f)
+        else:
+            with open(self.server_log, "rb") as f:
+                tail = f.read()[-4000:].decode(errors="replace")
+            job.failure = (f"the update of iteration {job.iteration} {why}; its output "
+                           f"ends:\n{tail}")
 
     def _serve(self, spec_path: str) -> tuple[bool, str]:
         """(ok, why not) of one update by the long-lived trainer."""
