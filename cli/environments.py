@@ -39,6 +39,10 @@ def run(args, console) -> int:
             environment_image(args.name)  # a name docker cannot take fails before pip runs
         path = build_environment(args.name, args.requirements, args.wheelhouse)
         console.print(f"built environment {escape(args.name)} in {escape(path)}", highlight=False)
+        from flywheel.sandbox.backends.local import UNREACHABLE, reachable_by_sandbox
+        if not reachable_by_sandbox(path):  # the docker backend can mount it; local cannot
+            console.print(f"[yellow]warning:[/] the local sandbox cannot mount it: "
+                          f"{escape(UNREACHABLE)}", highlight=False)
         if args.image:
             tag = build_environment_image(args.name, args.docker_host)
             console.print(f"built image {escape(tag)} (tasks: \"image\": "

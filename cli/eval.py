@@ -112,6 +112,10 @@ def settings(argv: list[str]):
     if base is None and "rollout.heldout_per_domain" not in explicit:
         config = RunConfig.from_dict({**config.to_dict(), "rollout": {
             **config.to_dict()["rollout"], "heldout_per_domain": DEFAULT_TASKS}})
+    from flywheel.pipelines.preflight import setup_problems
+    problems = setup_problems(config, options.view_as(StandardOptions).runner)
+    if problems:  # every attempt of these domains would be an environment error row
+        raise ValueError("\n".join(problems))
     out = args.out or args.run_dir or f"evals/{dt.datetime.now():%Y%m%d-%H%M%S}"
     return args, options, config, checkpoint, out, iteration
 

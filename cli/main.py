@@ -108,6 +108,13 @@ def cmd_run(argv: list[str], console: Console) -> int:
     if options.view_as(FlywheelOptions).print_config:
         print(config_toml(config.to_dict(), run_dir, beam_settings(options)), end="")
         return 0
+    from apache_beam.options.pipeline_options import StandardOptions
+    from flywheel.pipelines.preflight import setup_problems
+    problems = setup_problems(config, options.view_as(StandardOptions).runner)
+    for line in problems:  # every attempt of these domains would be an environment error row
+        console.print(f"[red]error:[/] {escape(line)}", highlight=False)
+    if problems:
+        return 2
     run_dir = run_dir or f"runs/{dt.datetime.now():%Y%m%d-%H%M%S}"
     with RunLog(run_dir) as log:
         show = log.tee(console)

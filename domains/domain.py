@@ -141,6 +141,13 @@ class Domain:
                 "sandbox": self.sandbox.language if self.sandbox else None,
                 "tools": [t.name for t in self.tools], "description": self.description}
 
+    def preflight(self, sandbox_backend: str) -> str | None:
+        """Why this domain's attempts cannot run on this machine with `sandbox_backend` (e.g. a
+        folder its sandbox mounts is missing or unreachable), or None. Checked before a local run
+        or evaluation starts (pipelines/preflight.py): a setup mistake then costs a second, not a
+        rollout whose every attempt is an environment error row."""
+        return None
+
     def answer_key(self, task: dict[str, Any], response: str) -> str | None:
         """The response's final answer in a canonical form, for majority voting (maj@N): two
         responses with the same key give the same answer. None where answers cannot be compared

@@ -48,6 +48,13 @@ def fenced(code: str) -> str:
     return f"```python\n{code.strip()}\n```"
 
 
+
+def missing_environment(name: str, folder: str) -> str:
+    """What to do when environment `name` is not at `folder`."""
+    return (f"the render domains need environment {name!r} (matplotlib, numpy, pillow) at "
+            f"{folder}: `flywheel env build {name} --requirements FILE`, or "
+            "render_environment.copy_installed() offline (or set FLYWHEEL_ENVIRONMENTS)")
+
 class RenderDomain(Domain):
     """Tasks whose answer is a program that draws; scored by `render` against the reference."""
 
@@ -96,6 +103,16 @@ class RenderDomain(Domain):
     def demonstration(self, task: dict, rng) -> str:
         return fenced(task["reference_code"])
 
+    def preflight(self, sandbox_backend: str) -> str | None:
+        folder = environment_dir(ENVIRONMENT)
+        if not os.path.isdir(folder):
+            return missing_environment(ENVIRONMENT, folder)
+        if sandbox_backend == "local":
+            from flywheel.sandbox.backends.local import UNREACHABLE, reachable_by_sandbox
+            if not reachable_by_sandbox(folder):
+                return f"environment {ENVIRONMENT!r} at {folder}: {UNREACHABLE}"
+        return None
+
     def program(self, task: dict, response: str, marker: str = REPORT_MARKER) -> dict:
         route = route_of(task)
         plan = {"route": route, "reference_code": task["reference_code"], "marker": marker,
@@ -103,10 +120,7 @@ class RenderDomain(Domain):
         name = task.get("environment") or ENVIRONMENT
         folder = environment_dir(name)
         if not os.path.isdir(folder):  # an environment error row naming the fix, not a 0
-            raise SandboxError(f"the render domains need environment {name!r} (matplotlib, "
-                               f"numpy, pillow) at {folder}: `flywheel env build {name} "
-                               "--requirements FILE`, or render_environment.copy_installed() "
-                               "offline (or set FLYWHEEL_ENVIRONMENTS)")
+            raise SandboxError(missing_environment(name, folder))
         mounts = [[folder, ENV_MOUNT]]
         limits = {**self.sandbox.limits(), "output_bytes": 1 << 19, "processes": 64}
         return {"files": {**FILES, "solution.py": code_of(response)},

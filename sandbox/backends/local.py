@@ -45,6 +45,17 @@ def file_setup(files) -> tuple[list[str], list[int]]:
     return args, fds
 
 
+UNREACHABLE = ("the sandbox's uid cannot reach it (a parent is not searchable by others, e.g. "
+               "/root); keep environments elsewhere (FLYWHEEL_ENVIRONMENTS) or chmod o+x the parents")
+
+
+def reachable_by_sandbox(host: str) -> bool:
+    """Whether the local sandbox can bind `host`: as root the run is a leased uid, which must
+    reach the folder by name (every parent searchable by others); as anyone else it is that user."""
+    return os.geteuid() != 0 or all(os.stat(p).st_mode & stat.S_IXOTH
+                                    for p in [Path(host).resolve(), *Path(host).resolve().parents])
+
+
 def mount_binds(mounts) -> list[str]:
     """bwrap actions binding each (host dir, sandbox path) read-only. As root the run is a leased
     uid, which must be able to reach the dir by name: every parent searchable by others."""
@@ -52,11 +63,8 @@ def mount_binds(mounts) -> list[str]:
     for host, dest in mounts:
         if not os.path.isdir(host):
             raise SandboxError(f"cannot mount {host}: not a directory")
-        if os.geteuid() == 0 and not all(os.stat(p).st_mode & stat.S_IXOTH
-                                         for p in [Path(host).resolve(), *Path(host).resolve().parents]):
-            raise SandboxError(f"cannot mount {host}: the sandbox's uid cannot reach it (a parent "
-                               f"is not searchable by others, e.g. /root); keep environments "
-                               f"elsewhere (FLYWHEEL_ENVIRONMENTS) or chmod o+x the parents")
+        if not reachable_by_sandbox(host):
+            raise SandboxError(f"cannot mount {host}: {UNREACHABLE}")
         args += ["--ro-bind", host, dest]
     return args
 
