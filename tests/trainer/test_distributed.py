@@ -160,6 +160,7 @@ def test_train_job_under_torchrun_writes_the_single_process_checkpoint(tmp_path)
     _assert_same_stats(dp["stats"], single["stats"])
 
 
+@pytest.mark.slow  # a torchrun launch of 2 ranks (7 s); the quick tier keeps the ddp ones
 def test_the_off_policy_update_under_torchrun_matches_too(tmp_path):
     v1, v2 = _policy(1), _policy(2)
     uris = {k: str(tmp_path / f"ck{k}") for k in (1, 2)}
@@ -175,6 +176,7 @@ def test_the_off_policy_update_under_torchrun_matches_too(tmp_path):
         "is_weight_mean", "is_weight_max", "is_clip_frac", "stale_rows", "staleness_mean"])
 
 
+@pytest.mark.slow  # a torchrun launch of 2 ranks (7 s); the quick tier keeps the ddp ones
 def test_fsdp_under_torchrun_writes_the_single_process_checkpoint(tmp_path):
     """sharding="fsdp": parameters, gradients and Adam's moments sharded over the two ranks
     (FSDP2 over gloo), starting from a checkpoint that holds optimizer state; the checkpoint
