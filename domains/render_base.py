@@ -48,12 +48,12 @@ def fenced(code: str) -> str:
     return f"```python\n{code.strip()}\n```"
 
 
-
 def missing_environment(name: str, folder: str) -> str:
     """What to do when environment `name` is not at `folder`."""
     return (f"the render domains need environment {name!r} (matplotlib, numpy, pillow) at "
             f"{folder}: `flywheel env build {name} --requirements FILE`, or "
             "render_environment.copy_installed() offline (or set FLYWHEEL_ENVIRONMENTS)")
+
 
 class RenderDomain(Domain):
     """Tasks whose answer is a program that draws; scored by `render` against the reference."""
