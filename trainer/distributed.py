@@ -174,17 +174,23 @@ def sum_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
 SHARDINGS = ("ddp", "fsdp")
 
 
-def shard_module(module: torch.nn.Module) -> None:
+def shard_module(module: torch.nn.Module, forward_methods: tuple[str, ...] = ()) -> None:
     """FSDP2 (`fully_shard`) over `module`: each block of its ModuleLists a unit of its own (one
     all-gather per block in forward, so only one block is ever whole), then the rest. The
     gradient reduction SUMs, as sum_gradients does: divide factor 1, and plain SUM collectives
-    (the default for a factor is NCCL's PREMUL_SUM, which gloo refuses)."""
-    from torch.distributed.fsdp import fully_shard
+    (the default for a factor is NCCL's PREMUL_SUM, which gloo refuses).
+
+    `forward_methods` (the policy's fsdp_forward_methods) are methods of the root that run
+    its submodules without its forward (an hf model's body, then its head): registered, they
+    gather and free the root's own weights (embeddings, head, final norm) as its forward does."""
+    from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
     units = [b for m in module.modules() if isinstance(m, torch.nn.ModuleList) for b in m]
     for unit in [*units, module]:  # the root last: it takes the parameters left over
         fully_shard(unit)
         unit.set_gradient_divide_factor(1.0)
         unit.set_force_sum_reduction_for_comms(True)
+    for name in forward_methods:
+        register_fsdp_forward_method(module, name)
 
 
 def is_sharded(module: torch.nn.Module) -> bool:

@@ -111,6 +111,11 @@ class PolicyDefaults:
 
     Backends inherit it, so callers call these methods and never probe for them."""
 
+    # Methods of `module` that score tokens without going through its forward: FSDP
+    # (trainer/distributed.shard_module) gathers a unit's weights only around a forward, so it
+    # registers these as forwards of the root too.
+    fsdp_forward_methods: tuple[str, ...] = ()
+
     @property
     def engine(self) -> str:
         """The name of the rollout engine that samples this policy (rollout_engine.ENGINES)."""

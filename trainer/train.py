@@ -88,7 +88,7 @@ def train_iteration(
         proximal.module.eval().requires_grad_(False)
     sharded = sharding == "fsdp" and ranks > 1
     if sharded:
-        distributed.shard_module(policy.module)
+        distributed.shard_module(policy.module, policy.fsdp_forward_methods)
     optimizer = build_optimizer(policy, **cfg.adamw())
     if ckpt.optimizer_state is not None:
         if sharded:  # each rank its shard of Adam's moments

@@ -19,6 +19,7 @@ import contextlib
 import io
 import os
 import tempfile
+import types
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -45,12 +46,17 @@ class HFPolicy(PolicyDefaults):
     """A transformers causal LM and its tokenizer; options are HFOptions' fields."""
 
     pretrained = True  # the run skips the supervised warm start unless it is asked for
+    # token_logprobs runs the body and the head, never the root's forward (logprobs.py)
+    fsdp_forward_methods = ("flywheel_token_logprobs",)
 
     def __init__(self, model, tokenizer, options: HFOptions):
         """`model` is the causal LM, or with LoRA its peft wrapper (then `module`, whose
         trainable parameters are the adapter's); `causal_lm` is the network either way."""
         self.module, self.tokenizer, self.options = model, tokenizer, options
         self.causal_lm = model.get_base_model() if options.lora_r else model
+        # A method of the module itself, so that FSDP can register it as a forward and a deep
+        # copy (the proximal policy) scores with the copy's weights.
+        model.flywheel_token_logprobs = types.MethodType(_module_token_logprobs, model)
         for m in model.modules():  # the ratio of new to old log-probs must compare one function
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
@@ -220,8 +226,15 @@ class HFPolicy(PolicyDefaults):
 
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
                        temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
-        return logprobs.token_logprobs(self.causal_lm, input_ids, attn_mask, temperatures,
-                                       chunk=self.options.logprob_chunk, score_from=score_from)
+        return self.module.flywheel_token_logprobs(input_ids, attn_mask, temperatures,
+                                                   self.options.logprob_chunk, score_from)
+
+
+def _module_token_logprobs(module, input_ids, attn_mask, temperatures, chunk, score_from):
+    """logprobs.token_logprobs of `module`, the causal LM or its peft wrapper."""
+    causal_lm = module.get_base_model() if hasattr(module, "get_base_model") else module
+    return logprobs.token_logprobs(causal_lm, input_ids, attn_mask, temperatures, chunk=chunk,
+                                   score_from=score_from)
 
 
 def _as_list(x) -> list:
