@@ -232,9 +232,17 @@ class HFPolicy(PolicyDefaults):
 
 def _module_token_logprobs(module, input_ids, attn_mask, temperatures, chunk, score_from):
     """logprobs.token_logprobs of `module`, the causal LM or its peft wrapper."""
-    causal_lm = module.get_base_model() if hasattr(module, "get_base_model") else module
+    causal_lm = module.get_base_model() if _is_peft(module) else module
     return logprobs.token_logprobs(causal_lm, input_ids, attn_mask, temperatures, chunk=chunk,
                                    score_from=score_from)
+
+
+def _is_peft(module) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:  # no peft: no LoRA either
+        return False
+    return isinstance(module, PeftModel)
 
 
 def _as_list(x) -> list:
