@@ -186,8 +186,9 @@ def train_on_minibatches(
     names += ["is_weight_mean", "is_weight_max", "is_clip_frac"] if correcting else []
     stats = dict.fromkeys(names, 0.0)
     counts = {"n_sequences": source.n_sequences, "n_tokens": source.n_tokens, "n_steps": 0}
-    if not source.n_sequences:
-        return {**stats, **counts}
+    if not source.n_sequences:  # nothing trained: nothing weighted either
+        idle = {"is_weight_mean": 1.0, "is_weight_max": 1.0} if correcting else {}
+        return {**stats, **idle, **counts}
     rng = np.random.default_rng(seed)
     overrides = {**cfg.loss_overrides_for(source.longest_response),
                  "aggregation": algorithm.loss_aggregation()}

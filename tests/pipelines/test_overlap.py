@@ -24,23 +24,23 @@ from .conftest import tiny_config
 
 pytestmark = pytest.mark.slow  # full runs
 
-DOMAINS = ("interval", "reverse")
+DOMAINS = ("digitsum", "reverse")
 FLAGS = ["--domains", ",".join(DOMAINS), "--tasks-per-domain", "4", "--heldout-per-domain", "4",
-         "--n-samples", "4", "--seed", "3", "--max-staleness", "1", "--iterations", "3"]
+         "--n-samples", "8", "--seed", "3", "--max-staleness", "1", "--iterations", "3"]
 SLOW_TRAINER = "[train]\nepochs = 4\nminibatch_size = 32\n"  # 4 epochs: slower than the rollout
 
 
 def overlapped(epochs: int, heldout: int, staleness: int = 1):
-    base = tiny_config(domains=DOMAINS, heldout_per_domain=heldout)
+    base = tiny_config(domains=DOMAINS, heldout_per_domain=heldout, n_samples=8)
     return dataclasses.replace(
         base, iterations=3, overlap=OverlapSettings(max_staleness=staleness),
-        warm_start=dataclasses.replace(base.warm_start, max_steps=200),
+        warm_start=dataclasses.replace(base.warm_start, max_steps=600),
         train=dataclasses.replace(base.train, epochs=epochs))
 
 
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory):
-    """One warm-started initial policy (200 steps: groups with signal), shared by the runs."""
+    """One warm-started initial policy (600 steps: some groups with signal), shared by the runs."""
     root = tmp_path_factory.mktemp("warm")
     run_iterations(str(root), dataclasses.replace(overlapped(1, 4), iterations=0))
     return root / "checkpoints" / "initial"
@@ -89,9 +89,28 @@ def check_bound(run_dir, staleness):
     return dict(stale)
 
 
+def behind_the_start(run_dir, signal: bool = False) -> dict[int, int]:
+    """Rows of each iteration k > 0 sampled by other weights than its update starts from
+    (checkpoint k-1); an update whose rows had no signal leaves the weights, and so the digest,
+    as they were, and the rows sampled by them are then the update's own (`signal`: only
+    rows with a nonzero advantage)."""
+    layout = RunLayout(str(run_dir))
+    counts = {}
+    for k in (1, 2):
+        start = recorded_digest(layout.checkpoint(k - 1))
+        _, [[n]] = query(str(run_dir), f"SELECT count(*) FROM trajectories WHERE iteration = {k} "
+                                       f"AND checkpoint_digest <> '{start}'"
+                                       + (" AND advantage <> 0" if signal else ""))
+        counts[k] = n
+    return counts
+
+
 def test_a_slow_trainer_overlaps_the_next_rollout_within_the_bound(uninterrupted):
     stale = check_bound(uninterrupted, 1)
-    assert stale[1] > 0 and stale[2] > 0  # rows one version behind, trained on
+    behind = behind_the_start(uninterrupted)
+    assert stale == {k: float(n) for k, n in behind.items()}  # rows one version behind
+    assert any(behind.values()), "no update changed the weights: the bound was never exercised"
+    assert any(behind_the_start(uninterrupted, signal=True).values())  # and weighted
     first_update, next_rollout = stages(uninterrupted, 0)["train"], stages(uninterrupted, 1)["rollout"]
     assert first_update[0] < next_rollout[1] and next_rollout[0] < first_update[1]  # overlapped
     _, rows = query(str(uninterrupted), "SELECT name, min(value), max(value) FROM metrics WHERE "
@@ -134,7 +153,7 @@ def test_kill_9_during_the_overlap_then_resume_gives_the_uninterrupted_tables(wa
     order = " ORDER BY iteration, domain, task_id, sample_index"
     _, a = query(str(uninterrupted), f"SELECT {columns} FROM trajectories{order}")
     _, b = query(str(run_dir), f"SELECT {columns} FROM trajectories{order}")
-    assert a == b and len(a) == 3 * len(DOMAINS) * 4 * 4
+    assert a == b and len(a) == 3 * len(DOMAINS) * 4 * 8  # iterations x domains x tasks x samples
     metric = "SELECT iteration, domain, name, value FROM metrics ORDER BY 1, 2, 3"
     assert query(str(uninterrupted), metric)[1] == query(str(run_dir), metric)[1]
     for k in range(3):  # the same updates: the same weights
