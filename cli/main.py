@@ -91,14 +91,7 @@ def beam_settings(options) -> dict:
 def cmd_run(argv: list[str], console: Console) -> int:
     """`flywheel run ARGV`: ARGV holds Flywheel's flags and any Beam pipeline options."""
     from flywheel.pipelines.config_file import config_toml
-    from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
-    from flywheel.trainer.checkpoint import CheckpointDigestError
-    from flywheel.trainer.train import StalePolicyError
-    from flywheel.cli.progress import RunProgress
-    from flywheel.reports.report import metric_table
-    from flywheel.cli.run_log import RunLog
-    from flywheel.reports.run_status import StageRecorder
-    try:
+    try:  # settings first: a mistake in them is told before the pipeline's imports
         options, config, explicit, run_dir = run_settings(argv)
     except (KeyError, ValueError) as e:
         for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
@@ -108,6 +101,13 @@ def cmd_run(argv: list[str], console: Console) -> int:
     if options.view_as(FlywheelOptions).print_config:
         print(config_toml(config.to_dict(), run_dir, beam_settings(options)), end="")
         return 0
+    from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
+    from flywheel.trainer.checkpoint import CheckpointDigestError
+    from flywheel.trainer.train import StalePolicyError
+    from flywheel.cli.progress import RunProgress
+    from flywheel.reports.report import metric_table
+    from flywheel.cli.run_log import RunLog
+    from flywheel.reports.run_status import StageRecorder
     from apache_beam.options.pipeline_options import StandardOptions
     from flywheel.pipelines.preflight import setup_problems
     problems = setup_problems(config, options.view_as(StandardOptions).runner)

@@ -42,7 +42,7 @@ HANGS = humaneval("double", "n", "    return 2 * n\n", [
     "assert candidate(0) == 0"])
 # every case loops while the answer is falsy: six baselines hang on each of them
 WAITS = humaneval("double", "n", "    return 2 * n\n", [
-    f"while not candidate({n}):\n        pass\n    assert candidate({n}) == {2 * n}" for n in range(1, 6)]
+    f"while not candidate({n}):\n        pass\n    assert candidate({n}) == {2 * n}" for n in range(1, 4)]
     + ["assert candidate(0) == 0"])
 
 COUNTER = "import os, time\nCALLS = []\ndef first_even(xs):\n    CALLS.append(1)\n    if len(CALLS) > 2:\n"

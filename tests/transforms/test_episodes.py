@@ -99,6 +99,7 @@ def test_turn_credit_gives_each_action_its_turn_advantage(in_memory):
             assert torch.allclose(span, torch.tensor(turn["advantage"], dtype=span.dtype))
 
 
+@pytest.mark.slow  # a multi_processing run; the quick tier has one in test_rollout.py
 def test_multi_process_runner_gives_the_same_rows(in_memory, tmp_path):
     other = rows_of(tmp_path, config(), ["--direct_running_mode=multi_processing",
                                          "--direct_num_workers=2"])
