@@ -126,6 +126,22 @@ def test_train_iteration_takes_rows_within_the_bound_and_refuses_older_ones(tmp_
                         TrainConfig(minibatch_size=4), seed=0, older_checkpoint_uris=[uris[1]])
 
 
+def test_stale_rows_without_signal_train_nothing_and_weigh_nothing(tmp_path):
+    """An overlapped update whose stale rows all have advantage 0: no step, and importance
+    weights of 1 (none applied), not 0."""
+    v1, v2 = _policy(1), _policy(2)
+    uris = {k: str(tmp_path / f"ck{k}") for k in (1, 2)}
+    digests = {k: save_checkpoint(uris[k], p, None, {"policy_version": k})
+               for k, p in ((1, v1), (2, v2))}
+    rows = [{**r, "advantage": 0.0} for r in _rows(v1, digests[1])]
+    _write(tmp_path / "trajectories" / "iteration=2" / "domain=a", rows)
+    stats = train_iteration(str(tmp_path / "trajectories" / "iteration=2"), uris[2],
+                            str(tmp_path / "out"), TrainConfig(minibatch_size=4), seed=0,
+                            older_checkpoint_uris=[uris[1]])
+    assert stats["n_steps"] == 0 and stats["stale_rows"] == 8
+    assert (stats["is_weight_mean"], stats["is_weight_max"], stats["is_clip_frac"]) == (1.0, 1.0, 0.0)
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="unknown off_policy"):
         TrainConfig(off_policy="magic")
