@@ -3,7 +3,6 @@ domains starts one engine per worker and loads each checkpoint's weights once; a
 the weights already running loads nothing (counters `engine_starts`, `weight_loads`)."""
 
 import pytest
-
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.layout import RunLayout
