@@ -79,6 +79,17 @@ def gcs_emulator(tmp_path_factory):
     proc.wait()
 
 
+def pytest_collection_modifyitems(config, items):
+    """`quick_on(*backends)`: the test's other backend parameters go to the slow tier (the
+    behaviour under test is the harness's, the same on every backend; the whole suite still
+    runs them all). Runs before -m deselects: conftest hooks come before the mark plugin's."""
+    for item in items:
+        quick = item.get_closest_marker("quick_on")
+        callspec = getattr(item, "callspec", None)
+        if quick and callspec and callspec.params.get("backend", quick.args[0]) not in quick.args:
+            item.add_marker(pytest.mark.slow)
+
+
 # local-remote: the local warm backend behind a sandbox service on loopback, through `remote`
 BACKENDS = ["local", "local-cold", "local-remote", "unsafe-subprocess", "docker", "docker-runsc"]
 

@@ -19,6 +19,7 @@ from flywheel.domains.tool_runner import attempt_nonce, read_output
 from flywheel.verifiers import get_verifier
 
 DOMAIN = get_domain("python_tests")
+pytestmark = pytest.mark.quick_on("local")  # the harness's budget, not the backend, is tested
 
 
 def humaneval(entry, args, body, check):
