@@ -40,6 +40,10 @@ class StalePolicyError(ValueError):
     checkpoint nor one of the `max_staleness` versions before it."""
 
 
+# The importance-weight figures where no token was weighted: the identity, nothing clipped.
+NO_WEIGHTS = {"is_weight_mean": 1.0, "is_weight_max": 1.0, "is_clip_frac": 0.0}
+
+
 def behaviour_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor,
                       mask: torch.Tensor, cap: float) -> tuple[torch.Tensor, dict]:
     """(weights (B, T), stats): w = min(exp(log pi_prox - log pi_b), cap) at the mask's tokens,

@@ -19,7 +19,7 @@ from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import carried_advantages, has_signal
 from flywheel.trainer import distributed
 from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES
-from flywheel.trainer.off_policy import OFF_POLICY_MODES, behaviour_weights
+from flywheel.trainer.off_policy import NO_WEIGHTS, OFF_POLICY_MODES, behaviour_weights
 from flywheel.trainer.policy import Policy
 from flywheel.trainer.segments import segment_rows
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
@@ -187,8 +187,7 @@ def train_on_minibatches(
     stats = dict.fromkeys(names, 0.0)
     counts = {"n_sequences": source.n_sequences, "n_tokens": source.n_tokens, "n_steps": 0}
     if not source.n_sequences:  # nothing trained: nothing weighted either
-        idle = {"is_weight_mean": 1.0, "is_weight_max": 1.0} if correcting else {}
-        return {**stats, **idle, **counts}
+        return {**stats, **(NO_WEIGHTS if correcting else {}), **counts}
     rng = np.random.default_rng(seed)
     overrides = {**cfg.loss_overrides_for(source.longest_response),
                  "aggregation": algorithm.loss_aggregation()}
@@ -280,9 +279,8 @@ class _Step:
         stats["loss"] = stats["pg_loss"] + self.cfg.kl_coef * stats.get("kl", 0.0)
         n_stale, weights, capped, gap_sum, gap_count = sums[len(summed):]
         if any(k.startswith("is_") for k in names):  # as _off_policy reports them, minibatch-wide
-            stats.update(is_weight_mean=weights / n_stale if n_stale else 1.0,
-                         is_weight_max=highest[0] if n_stale else 1.0,
-                         is_clip_frac=capped / n_stale if n_stale else 0.0)
+            stats.update({"is_weight_mean": weights / n_stale, "is_weight_max": highest[0],
+                          "is_clip_frac": capped / n_stale} if n_stale else NO_WEIGHTS)
         if first:  # every rank now holds the whole first minibatch's figures
             self.diff_reduced = True
             self.diff = {"logprob_diff_mean": gap_sum / max(gap_count, 1.0),
@@ -329,9 +327,8 @@ class _Step:
         if self.proximal is None:  # a synchronous update: nothing to look at per row
             return b["old_logprobs"], None, {}
         stale = [r.get("checkpoint_digest") not in (None, self.start_digest) for r in rows]
-        empty = {"is_weight_mean": 1.0, "is_weight_max": 1.0, "is_clip_frac": 0.0}
         if not any(stale):
-            return b["old_logprobs"], None, empty
+            return b["old_logprobs"], None, dict(NO_WEIGHTS)
         mask = b["response_mask"]
         stale_rows = torch.tensor(stale, device=mask.device)[:, None]
         with torch.no_grad():

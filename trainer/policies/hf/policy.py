@@ -53,7 +53,7 @@ class HFPolicy(PolicyDefaults):
         """`model` is the causal LM, or with LoRA its peft wrapper (then `module`, whose
         trainable parameters are the adapter's); `causal_lm` is the network either way."""
         self.module, self.tokenizer, self.options = model, tokenizer, options
-        self.causal_lm = model.get_base_model() if options.lora_r else model
+        self.causal_lm = _causal_lm(model)
         # A method of the module itself, so that FSDP can register it as a forward and a deep
         # copy (the proximal policy) scores with the copy's weights.
         model.flywheel_token_logprobs = types.MethodType(_module_token_logprobs, model)
@@ -232,17 +232,17 @@ class HFPolicy(PolicyDefaults):
 
 def _module_token_logprobs(module, input_ids, attn_mask, temperatures, chunk, score_from):
     """logprobs.token_logprobs of `module`, the causal LM or its peft wrapper."""
-    causal_lm = module.get_base_model() if _is_peft(module) else module
-    return logprobs.token_logprobs(causal_lm, input_ids, attn_mask, temperatures, chunk=chunk,
-                                   score_from=score_from)
+    return logprobs.token_logprobs(_causal_lm(module), input_ids, attn_mask, temperatures,
+                                   chunk=chunk, score_from=score_from)
 
 
-def _is_peft(module) -> bool:
+def _causal_lm(module):
+    """The causal LM inside `module`: the peft wrapper's base model (LoRA), else `module`."""
     try:
         from peft import PeftModel
     except ImportError:  # no peft: no LoRA either
-        return False
-    return isinstance(module, PeftModel)
+        return module
+    return module.get_base_model() if isinstance(module, PeftModel) else module
 
 
 def _as_list(x) -> list:
