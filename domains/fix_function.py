@@ -53,13 +53,32 @@ def points_program(body: str, xs: list[int]) -> dict:
 
 def printed_values(stdout: str) -> list | None:
     """The JSON list the program printed last, or None: the line is the body's to shape (nested
-    thousands deep, a number of a million digits), so it is read by untrusted_text.load_json."""
+    thousands deep, a number of a million digits), so it is read by untrusted_text.load_json.
+    Trust it only through `computed_values`, which reads it only for an arithmetic body."""
     lines = stdout.strip().splitlines()
     try:
         values = load_json(lines[-1]) if lines else None
     except Unreadable:
         return None
     return values if isinstance(values, list) else None
+
+
+def computed_values(body: str, result) -> list | None:
+    """The values f took at the program's points, or None when nothing trustworthy says so.
+
+    Only the program's own `print` may speak for them: an arithmetic body (its syntax tree holds
+    no call, name but `x`, or attribute, `body_shape`) cannot print, exit or choose the exit
+    status, so the last line of a clean exit is the template's. Any other body could print the
+    expected list itself (`__import__('sys').exit(print('[7]'))`), so its output is never read as
+    values: it earns nothing however right its printout looks, per turn and at Verify alike."""
+    arithmetic, _ = body_shape(body)
+    if not arithmetic or result is None or result.exit_code != 0 or result.kill_reason:
+        return None
+    return printed_values(result.stdout)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**12
 
 
 @register_domain
@@ -85,6 +104,18 @@ class FixFunction(EpisodeDomain):
                 "visible": [[x, y]], "hidden": [[v, apply(right, v, c)] for v in hidden],
                 "answer": f"x{right}{c}"}
 
+    def validate_task(self, task: dict) -> list[str]:
+        """A user's row: `visible` one [x, f(x)] pair (the prompt shows it), `hidden` a list of
+        more pairs, each value an integer."""
+        problems = super().validate_task(task)
+        for name, one in (("visible", True), ("hidden", False)):
+            pairs = task.get(name)
+            if not isinstance(pairs, list) or (one and len(pairs) != 1) or not all(
+                    isinstance(p, list) and len(p) == 2 and all(_integer(v) for v in p) for p in pairs):
+                problems.append(f"field `{name}` must be a list of {'one' if one else ''} [x, f(x)] "
+                                f"integer pair{'' if one else 's'}".replace("of  ", "of "))
+        return problems
+
     def demonstration(self, task: dict, rng: random.Random) -> str:
         return task["answer"]
 
@@ -106,7 +137,9 @@ class FixFunction(EpisodeDomain):
 
     def observe(self, task: dict, state: dict, call, result) -> Step:
         state = {**state, "answer": call.arguments["code"]}
-        got = printed_values(result.stdout) if result.exit_code == 0 else None
+        if result.exit_code == 0 and not result.kill_reason and not body_shape(call.arguments["code"])[0]:
+            return Step("not arithmetic in x", state, None, 0.0)  # what it printed is not read
+        got = computed_values(call.arguments["code"], result)
         if got is None:
             error = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])[-1]
             return Step(error.split(":")[0][:40], state, None, 0.0)  # the error's class: short

@@ -39,13 +39,16 @@ def python_output(task: dict, response: str, execution: Any = None) -> Verdict:
     operator, as its syntax tree says: the task asks for one, so a bare literal, an operator only in
     a comment or a string, or code that prints the answer in the expression's place scores 0. And
     it must compute the answer, not copy it: an expression holding the answer as one of its
-    numbers ("14*1", "14+0") scores 0 (version 2; version 1 accepted those).
+    numbers ("14*1", "14+0") scores 0 (version 2; version 1 accepted those). The output is read
+    only for an arithmetic response, which cannot print (no call or name in its tree).
     """
     if execution is None:
         raise ValueError("python_output needs a sandbox execution result")
-    ran = execution.exit_code == 0 and execution.kill_reason is None
-    printed = execution.stdout.strip() == repr(int(task["answer"])) if ran else False
     arithmetic, has_operator = arithmetic_shape(response)
+    ran = execution.exit_code == 0 and execution.kill_reason is None
+    # Read only where the template's print is the only one: any other response could print the
+    # answer itself, and its printout is then no figure at all (not even the `printed` component).
+    printed = execution.stdout.strip() == repr(int(task["answer"])) if ran and arithmetic else False
     computed = not copies_target(response, int(task["answer"]))
     return _binary(ran and printed and arithmetic and has_operator and computed, ran=float(ran),
                    printed=float(printed), arithmetic=float(arithmetic),
