@@ -6,6 +6,7 @@
     flywheel sandbox serve [--host H] [--port P] [--backend NAME] [--sandbox-options ...]
                            [--token-file F] [--capacity N] [--max-connections N]
                            [--idle-timeout S] [--read-timeout S] [--max-body-mb MB]
+                           [--allowed-host NAME[:PORT] ...]
 
 `exec` opens the backend with what it declares for a single run (`local`: no warm pool), then
 the options given (`--docker-runtime` and `--docker-host` are `runtime=` and `base_url=`); its
@@ -15,7 +16,9 @@ exits 0 whatever the code did; a failure of the sandbox itself (an `environment`
 `serve` puts a backend (warm pool by default) behind HTTP for the `remote` backend
 (sandbox/service.py); SIGTERM or SIGINT drains it: runs in flight finish, new ones are refused.
 It refuses to start (exit 2, one line on stderr) with a token file or $FLYWHEEL_SANDBOX_TOKEN that
-is empty or not a header-safe token, and on an address beyond loopback without a token.
+is empty or not a header-safe token, on an address beyond loopback without a token, and with an
+`--allowed-host` that is not a host name. It answers only requests naming one of its own hosts
+(sandbox/same_origin.py): a web page cannot reach it, even from 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -60,8 +63,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                        help=BACKENDS.help("sandbox backend") + "; default: %(default)s")
     serve.add_argument("--sandbox-options", default="", help="comma-separated KEY=VALUE backend options")
     serve.add_argument("--token-file", type=Path, default=None,
-                       help="file holding the bearer token clients must send (default: "
-                            "$FLYWHEEL_SANDBOX_TOKEN; neither: no token, for loopback only)")
+                       help="file holding the bearer token clients must send (make one with "
+                            "`openssl rand -hex 32 > FILE`; the remote backend reads it from "
+                            "token= or $FLYWHEEL_SANDBOX_TOKEN). Default: $FLYWHEEL_SANDBOX_TOKEN; "
+                            "neither: no token, for loopback only, where any local user or "
+                            "process may run code through it")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+                       help="a further Host name clients use (a DNS name of this machine, a "
+                            "proxy's); requests naming any other host are refused (DNS "
+                            "rebinding). Repeatable")
     serve.add_argument("--capacity", type=int, default=os.cpu_count() or 2,
                        help="runs at once; more are refused with 503 busy (default: CPU count)")
     limits = ServiceLimits()
@@ -140,11 +150,14 @@ def cmd_serve(args) -> int:
 
     from flywheel.sandbox import SandboxError, get_backend
     from flywheel.sandbox.service import SandboxService
+    from flywheel.sandbox.same_origin import parse_allowed_host
     from flywheel.sandbox.service_token import check_exposure, read_token
     try:  # everything that can refuse the command is checked before the backend starts
         options = backend_options(args, one_shot=False)
         token = read_token(args.token_file)
         check_exposure(args.host, token)
+        for entry in args.allowed_host:
+            parse_allowed_host(entry)
         limits = ServiceLimits(max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
                                read_timeout_s=args.read_timeout, max_body=int(args.max_body_mb * (1 << 20)))
         backend = get_backend(args.backend, **options)
@@ -154,7 +167,7 @@ def cmd_serve(args) -> int:
     with backend:
         try:
             service = SandboxService(backend, args.host, args.port, token=token, capacity=args.capacity,
-                                     limits=limits)
+                                     limits=limits, allowed_hosts=args.allowed_host)
         except OSError as e:  # the address is taken or not this machine's
             print(f"error: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
             return 1

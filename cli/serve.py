@@ -3,30 +3,34 @@ interaction and every piece of feedback recorded as table rows (pipelines/serve.
 
     flywheel serve --model smollm2 --record-dir records/app
     flywheel serve --run-dir runs/demo [--iteration 3] --record-dir records/app \\
-                   --host 0.0.0.0 --token-file tokens.txt
+                   --host 0.0.0.0 --token-file tokens.txt [--allowed-host serve.example.org]
     flywheel sql "SELECT client, count(*) FROM interactions GROUP BY 1" --run-dir records/app
 
-It prints the URL to give an OpenAI client (`base_url`) and the record dir, then serves until
-SIGTERM or SIGINT: the requests already queued are answered, every buffered row is written, and
-it exits 0. It refuses to start (exit 2, one line on stderr) without a model, with a token file
-that holds no valid token, and on an address beyond loopback without a token. docs/SERVE.md
-says how to point an application at it.
+It prints the URL to give an OpenAI client (`base_url`) and where its token is (`api_key`), the
+record dir, then serves until SIGTERM or SIGINT: the requests already queued are answered,
+every buffered row is written, and it exits 0. Without --token-file it issues its own token:
+made once, printed once, kept 0600 in the config folder (sandbox/service_token.py
+`default_token`) and reused, recorded as the client `default`; `--no-token` serves anyone on
+loopback as `anonymous` (any local user or process could then add rows to the record dir). It
+refuses to start (exit 2, one line on stderr) without a model, with a token file that holds no
+valid token, and on an address beyond loopback without --token-file. docs/SERVE.md says how to
+point an application at it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 
 from flywheel.pipelines.option_items import parse_options, split_items
+from flywheel.sandbox.same_origin import parse_allowed_host
 from flywheel.sandbox.service_limits import ServiceLimits
-from flywheel.sandbox.service_token import check_token, is_loopback
+from flywheel.sandbox.service_token import default_token, is_loopback, read_named_tokens
 
 # torch, the policy and the server are imported in run(): `flywheel --help` stays fast.
 
-_NAMED = re.compile(r"([A-Za-z0-9_.-]{1,64}):(\S+)")
+TOKEN_NAME = "serve-token"  # the issued token's file in the config folder
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -47,8 +51,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=int, default=8800, help="0 picks a free port (default: %(default)s)")
     p.add_argument("--token-file", default=None,
-                   help="bearer tokens clients must send: one token, or lines name:token (the name "
-                        "is recorded as `client`); without it, loopback only")
+                   help="bearer tokens clients must send (an OpenAI client's api_key): one token, "
+                        "or lines name:token (the name is recorded as `client`); make one with "
+                        "`openssl rand -hex 32 > FILE`. Default: a token issued once and kept in "
+                        "~/.config/flywheel/serve-token ($FLYWHEEL_CONFIG_DIR), loopback only")
+    p.add_argument("--no-token", action="store_true",
+                   help="answer anyone who reaches loopback, recorded as `anonymous` (any local "
+                        "user or process could add rows to the record dir)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+                   help="a further Host name clients use (a proxy's, a DNS name); requests naming "
+                        "any other host are refused (DNS rebinding). Repeatable")
     p.add_argument("--max-batch", type=int, default=8, help="rows sampled together (default: %(default)s)")
     p.add_argument("--max-queue", type=int, default=64,
                    help="requests waiting; more are answered 503 (default: %(default)s)")
@@ -70,10 +82,14 @@ def run(args, console) -> int:
     from flywheel.pipelines.serve_api import ApiLimits
     from flywheel.pipelines.serve_recorder import TableRecorder
     try:  # everything that can refuse the command is checked before the model loads
+        if args.no_token and args.token_file:
+            raise ValueError("give --token-file or --no-token, not both")
         tokens = read_tokens(args.token_file) if args.token_file else None
         if not tokens and not is_loopback(args.host):
             raise ValueError(f"refusing to listen on {args.host!r} without a token: anyone who "
                              "reaches it could use the model; give --token-file or bind 127.0.0.1")
+        for entry in args.allowed_host:
+            parse_allowed_host(entry)
         if not (args.model or args.run_dir or args.policy != "hf"):
             raise ValueError("give --model (an hf model) or --run-dir (a run's checkpoint)")
         if not args.run_dir and args.iteration is not None:
@@ -86,6 +102,10 @@ def run(args, console) -> int:
         api = ApiLimits(max_tokens_cap=args.max_tokens_cap)
         limits = ServiceLimits(max_body=args.max_body_kb << 10, max_connections=args.max_connections)
         options = parse_options(split_items(args.policy_options, "--policy-options"), "--policy-options")
+        issued = None
+        if not tokens and not args.no_token:  # the last check: a refused command issues nothing
+            issued = default_token(TOKEN_NAME)
+            tokens = {"default": issued[1]}
         served = load_policy(args.model, args.run_dir, args.iteration, args.policy, options)
     except (ValueError, KeyError, OSError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
@@ -93,26 +113,32 @@ def run(args, console) -> int:
     recorder = TableRecorder(args.record_dir, args.flush_rows, args.flush_seconds)
     try:
         server = ChatServer(served, recorder, args.host, args.port, tokens=tokens,
-                            max_batch=args.max_batch, max_queue=args.max_queue, api=api, limits=limits)
+                            max_batch=args.max_batch, max_queue=args.max_queue, api=api, limits=limits,
+                            allowed_hosts=args.allowed_host)
     except (OSError, ValueError) as e:  # the address is taken, or the record dir unreadable
         recorder.close()
         print(f"error: {e}" if isinstance(e, ValueError) else
               f"error: cannot serve on {args.host}:{args.port} recording to {args.record_dir}: {e}",
               file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1
-    return _serve(server, tokens, args.record_dir)
+    return _serve(server, tokens, args.record_dir, issued)
 
 
-def _serve(server, tokens, record_dir: str) -> int:
+def _serve(server, tokens, record_dir: str, issued=None) -> int:
     import signal
     import threading
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server.start()
-    auth = f"token required ({', '.join(tokens)})" if tokens else "no token"
+    if issued:
+        auth = f"token required: the one in {issued[0]}, OPENAI_API_KEY=$(cat {issued[0]})"
+    else:
+        auth = f"token required ({', '.join(tokens)})" if tokens else "no token: anyone on loopback"
     print(f"serving {server.served.name} at {server.url}/v1 ({auth}); recording to {record_dir}",
           flush=True)
+    if issued and issued[2]:  # shown once, when made; afterwards the file holds it
+        print(f"issued a new token (kept in {issued[0]}): {issued[1]}", flush=True)
     stop.wait()
     print("stopping: answering the queued requests, writing the buffered rows", flush=True)
     try:
@@ -169,15 +195,5 @@ def load_policy(model: str | None = None, run_dir: str | None = None,
 
 def read_tokens(path: str) -> dict[str, str]:
     """{client name: token} from a token file: one bare token (the client "default"), or lines
-    `name:token`, the name of letters, digits, `_`, `.` and `-`; `#` starts a comment line."""
-    with open(path, encoding="utf-8") as f:
-        lines = [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
-    named = [_NAMED.fullmatch(line) for line in lines]
-    if len(lines) <= 1 and not any(named):  # an empty file is refused here, never "no token"
-        return {"default": check_token("".join(lines), f"the token file {path}")}
-    if not all(named):
-        raise ValueError(f"the token file {path} must hold one token, or lines name:token")
-    tokens = {m[1]: check_token(m[2], f"{path}: the token of {m[1]}") for m in named}
-    if len(tokens) != len(lines) or len(set(tokens.values())) != len(tokens):
-        raise ValueError(f"the token file {path}: a name or a token appears twice")
-    return tokens
+    `name:token` (sandbox/service_token.py `read_named_tokens`)."""
+    return read_named_tokens(path)

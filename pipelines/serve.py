@@ -2,7 +2,7 @@
 recorded as table rows, so an application pointed at it feeds the next run.
 
     flywheel serve --model smollm2 --record-dir records/app            # then, in the app:
-    OpenAI(base_url="http://127.0.0.1:8800/v1", api_key="unused").chat.completions.create(...)
+    OpenAI(base_url="http://127.0.0.1:8800/v1", api_key=TOKEN).chat.completions.create(...)
 
 POST /v1/chat/completions (serve_api.py: what a request may hold), POST /v1/feedback, GET
 /v1/models, GET /health. Each answer is one `interactions` row per choice, with the exact token
@@ -16,8 +16,11 @@ sampler; vLLM with `--policy-options engine=vllm`: trainer/rollout_engine.py). R
 independent by contract; one call shares max_new_tokens, so a batch holds one max_tokens.
 
 The HTTP side is the sandbox service's (sandbox/service.py), built of its parts: a gate on
-headers alone before a body byte is read (token 401, framing 400/411, size 413, endpoint
-404/405), per-phase deadlines, a connection cap, no listening beyond loopback without a token.
+headers alone before a body byte is read (where it comes from: a Host this server answers to,
+no foreign Origin or cross-site fetch, 400/403; token 401; framing 400/411; size 413; endpoint
+404/405; a POST body declared JSON, 415), per-phase deadlines, a connection cap, no listening
+beyond loopback without a token. A browser page elsewhere, or one that rebinds its own name to
+127.0.0.1, can therefore neither read answers nor have a request recorded.
 """
 
 from __future__ import annotations
@@ -77,14 +80,14 @@ class ChatServer(CappedServer):
     def __init__(self, served: ServedPolicy, recorder: TableRecorder, host: str = "127.0.0.1",
                  port: int = 0, tokens: dict[str, str] | None = None, max_batch: int = 8,
                  max_queue: int = 64, api: ApiLimits = ApiLimits(),
-                 limits: ServiceLimits = SERVE_LIMITS):
+                 limits: ServiceLimits = SERVE_LIMITS, allowed_hosts=()):
         if not tokens and not is_loopback(host):
             raise ValueError(f"refusing to listen on {host!r} without a token: anyone who reaches "
                              "it could use the model; give --token-file or bind 127.0.0.1")
         if max_batch < 1 or max_queue < 1:
             raise ValueError("max_batch and max_queue must be >= 1")
         self.issued = recorder.known_interactions()  # id -> client: feedback names its own
-        super().__init__(host, port, _Handler, limits)
+        super().__init__(host, port, _Handler, limits, allowed_hosts)
         self.served, self.recorder, self.tokens = served, recorder, dict(tokens or {})
         self.max_batch, self.api = max_batch, api
         self.policy_lock = threading.Lock()  # held while the policy samples: others wait on it

@@ -20,7 +20,8 @@ from flywheel.trainer.policy import Policy, Sample, message_text
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 MAX_SEED = 2**62  # seeds are int64 in the table; choice i of a request samples with seed + i
 MAX_CHOICES = 64  # a feedback's choice_index is below it (n itself is capped lower, ApiLimits.max_n)
-TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+         404: "not_found_error", 415: "invalid_request_error",
          405: "invalid_request_error", 411: "invalid_request_error", 413: "invalid_request_error",
          500: "server_error", 503: "server_overloaded"}
 
@@ -202,8 +203,9 @@ def models_body(model: str, created: int) -> dict:
                                         "owned_by": "flywheel"}]}
 
 
-REFUSAL_CODES = {400: "bad_request", 401: "invalid_api_key", 404: "unknown_endpoint",
-                 405: "method_not_allowed", 411: "length_required", 413: "body_too_large"}
+REFUSAL_CODES = {400: "bad_request", 401: "invalid_api_key", 403: "foreign_origin",
+                 404: "unknown_endpoint", 405: "method_not_allowed", 411: "length_required",
+                 413: "body_too_large", 415: "unsupported_media_type"}
 
 
 @dataclass(frozen=True)

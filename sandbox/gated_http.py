@@ -5,11 +5,14 @@ page share (service_limits.py holds the bounds, service_token.py the token rules
   thread each); past the cap a connection is answered `over_cap` at once and closed, without a
   thread. Vanished or stalled clients are logged at debug, anything else in full.
 - `GatedHandler`: HTTP/1.1 keep-alive where every request passes a gate from its headers alone
-  before a byte of its body is read: `authorize()` (401), its framing (a Transfer-Encoding, a
+  before a byte of its body is read: where it comes from (sandbox/same_origin.py: a Host this
+  server answers to, no foreign Origin or cross-site fetch: 400/403), `authorize()` (401), its framing (a Transfer-Encoding, a
   duplicated or non-decimal Content-Length: 400/411; POST without a length: 411; over
   `max_body`: 413), then its endpoint (404, 405). A refused request's connection is closed, an
   unread body lingered out, so it is never taken for the next request. Each phase of a request
   has its deadline (DeadlineReader), and `Expect: 100-continue` is answered only past the gate.
+  A POST's body must be declared JSON (415 otherwise; `takes_json`), the one type every service
+  here reads and the one a page elsewhere cannot send without a CORS preflight.
 
 A subclass names its `endpoints` ({path: method}), answers in `do_GET`/`do_POST` (the body read
 with `read_body()`), and may override `authorize` and `refusal_body`.
@@ -25,6 +28,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from flywheel.sandbox.same_origin import OriginRule, check_json_type, parse_allowed_host
 from flywheel.sandbox.service_limits import (DeadlineReader, Refused, ServiceLimits, content_length,
                                              linger_close, refusal)
 
@@ -40,9 +44,13 @@ class CappedServer(ThreadingHTTPServer):
     label = "server"  # names it in the logs
 
     def __init__(self, host: str, port: int, handler: type[BaseHTTPRequestHandler],
-                 limits: ServiceLimits):
+                 limits: ServiceLimits, allowed_hosts=()):
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        allowed_hosts = tuple(allowed_hosts)
+        for entry in allowed_hosts:  # a bad --allowed-host is refused before binding
+            parse_allowed_host(entry)
         super().__init__((host.strip("[]"), port), handler)
+        self.origin_rule = OriginRule(host, self.server_address[1], allowed_hosts)
         self.limits, self.connections = limits, 0
         self._connections_lock = threading.Lock()
         self._connection_slots = threading.BoundedSemaphore(limits.max_connections)
@@ -96,6 +104,7 @@ class GatedHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: one connection per client thread
     disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms delayed-ACK stall
     endpoints: dict[str, str] = {}  # path -> the one method it takes
+    takes_json = True  # a POST body must be declared application/json (415 otherwise)
     always_headers: dict[str, str] = {}  # sent with every reply
     server: CappedServer
 
@@ -149,6 +158,7 @@ class GatedHandler(BaseHTTPRequestHandler):
     def gate(self) -> int | None:
         """The body's length, once headers alone show the request may be served; else Refused."""
         self.route = self.path.split("?", 1)[0]
+        self.server.origin_rule.check(self.headers, self.connection.getsockname()[0])
         self.authorize()
         length = content_length(self.headers)
         method = self.endpoints.get(self.route)
@@ -162,6 +172,8 @@ class GatedHandler(BaseHTTPRequestHandler):
             raise Refused(413, f"request over {self.server.limits.max_body} bytes")
         if method == "GET" and length:
             raise Refused(400, "GET takes no body")
+        if method == "POST" and self.takes_json:
+            check_json_type(self.headers)
         return length
 
     def end_headers(self):

@@ -11,9 +11,12 @@ the client acts on, never a timeout); while draining (SIGTERM, or `drain()`), ne
 always a 200 result, so the model-vs-environment line is the backend's own.
 
 Every request passes the same gate, from its headers alone, before a byte of its body is read:
-the bearer token (401, on every path and method, known or not), then its framing (a
+where it comes from (sandbox/same_origin.py: a Host this service answers to, no foreign Origin or
+cross-site fetch: 400/403; `--allowed-host` adds names), the bearer token (401, on every path
+and method, known or not), then its framing (a
 Transfer-Encoding, a duplicated or non-decimal Content-Length, a header line that did not parse:
-411/400; POST /run without a length: 411; over `max_body`: 413), then its endpoint (404, 405). A refused request's connection is
+411/400; POST /run without a length: 411; over `max_body`: 413), then its endpoint (404, 405),
+then a JSON Content-Type for POST /run (415: a page elsewhere cannot send one unasked). A refused request's connection is
 closed, so an unread body is never taken for the next request. Connections, and the time each
 phase of a request may take, are bounded too (sandbox/service_limits.py); a service beyond
 loopback without a token is refused (sandbox/service_token.py).
@@ -41,10 +44,11 @@ class SandboxService(CappedServer):
     label = "sandbox service"
 
     def __init__(self, backend: SandboxBackend, host: str = "127.0.0.1", port: int = 0,
-                 token: str | None = None, capacity: int = 8, limits: ServiceLimits = ServiceLimits()):
+                 token: str | None = None, capacity: int = 8, limits: ServiceLimits = ServiceLimits(),
+                 allowed_hosts=()):
         token = None if token is None else check_token(token)
         check_exposure(host, token)
-        super().__init__(host, port, _Handler, limits)
+        super().__init__(host, port, _Handler, limits, allowed_hosts)
         self.backend, self.token, self.capacity = backend, token, capacity
         self.running, self.draining = 0, False
         self._lock, self._idle = threading.Lock(), threading.Condition()
