@@ -48,6 +48,8 @@ def task_rows(path: str, data: bytes, default_domain: str | None = None) -> Iter
     that names its `domain`). A row without one gets its format's domain, or `default_domain`."""
     folder = os.path.dirname(path)
     for number, row, problem in raw_rows(path, data):
+        if row is not None and ("_folder" in row or "repo" in row):
+            row = _placed(row, folder)
         if row is None or row.get("domain"):
             yield number, row, problem, None
             continue
@@ -66,6 +68,13 @@ def task_rows(path: str, data: bytes, default_domain: str | None = None) -> Iter
             yield number, None, f"{fmt.title} format: {e}", fmt.name
             continue
         yield number, {**task, "domain": default_domain or fmt.domain}, None, fmt.name
+
+
+def _placed(row: dict[str, Any], folder: str) -> dict[str, Any]:
+    """`row` with `_folder` said by this reader: a `repo` path is read relative to the task file's
+    folder (task_paths.py), never to a folder the row itself names."""
+    row = {k: v for k, v in row.items() if k != "_folder"}
+    return {**row, "_folder": folder} if "repo" in row else row
 
 
 def raw_rows(path: str, data: bytes) -> Iterator[Row]:
