@@ -26,6 +26,7 @@ def stored(tmp_path, monkeypatch):
     os.chmod(cache, 0o755)                                   # sandbox's uid could not reach it
     monkeypatch.setenv("FLYWHEEL_SNAPSHOT_CACHE", cache)
     store = str(tmp_path / "store")
+    monkeypatch.setenv("FLYWHEEL_SNAPSHOT_STORE", store)  # snapshots are read from the user's store
     repo = {"snapshot": SnapshotStore(store).put(FILES), "store": store}
     yield DOMAIN.normalize_task({
         "task_id": "stored-1", "domain": "repo", "prompt": "total() is off by one", "repo": repo,
