@@ -2,9 +2,12 @@
 
 Task fields (the native form; domains/repo_suite.py generates them, users write them as JSONL):
 - `prompt`: the problem statement; `repo`: the snapshot, inline {"files": {path: text}}, or
-  stored {"snapshot": DIGEST, "store": ROOT, "file_count": N} (repo_snapshot.py); a row may
-  instead name a folder, an archive or `REPO@COMMIT` ({"path": P} or just P, relative to the task
-  file's folder), which normalize_task reads into the default store;
+  stored {"snapshot": DIGEST, "file_count": N} (repo_snapshot.py), read from the user's store
+  (default_store(): $FLYWHEEL_SNAPSHOT_STORE), never from one a row names: a row whose
+  `repo.store` names another store is refused (normalize_task writes the user's own there); a
+  row may instead name a folder, an archive or `REPO@COMMIT` ({"path": P} or just P, relative
+  to the task file's folder by task_paths.py's rules), which normalize_task reads into the
+  user's store;
 - `visible_tests`: test files in the snapshot the model may run (`run_tests`);
 - `hidden_tests` (fail on the snapshot, must pass after: SWE-bench's FAIL_TO_PASS) and
   `regression_tests` (pass before, must still pass: PASS_TO_PASS), each a list of checks
@@ -14,7 +17,8 @@ Task fields (the native form; domains/repo_suite.py generates them, users write 
 - optional `environment` (a name: packages prepared with `flywheel env build`, mounted read-only
   in every call's sandbox; repo_environments.py; pytest checks need one holding pytest),
   `test_patch` (a unified diff adding the pytest checks' files, applied after the answer; its
-  files are protected too), `protected` (globs of test files the change may not touch; default PROTECTED),
+  files are protected too), `protected` (globs of further files the change may not touch, beyond
+  the test tree the harness always restores; default PROTECTED),
   `reference_patch` (a unified diff that solves it; the `answer`), `golden` (tool calls that solve it),
   `image` (on the docker backend, the image every call runs in: `flywheel-env/NAME` from `flywheel
   env build NAME ... --image`, or one the user pulled or `docker load`ed, e.g. a SWE-bench image;
@@ -26,8 +30,10 @@ The episode's state is the change from the snapshot ({"changes": {path: text or 
 and "outside": the paths a shell command wrote outside the repository, which flag the episode),
 never the tree: each call rebuilds the tree in a fresh sandbox from the snapshot and the changes,
 and the harness (domains/harnesses/repo.py) reports how the call changed it. The answer is the
-unified diff of the changes; scoring applies it to the snapshot, puts the protected files back,
-and evaluates the checks in a child process that never sees an expected value.
+unified diff of the changes; scoring applies it to the snapshot, puts the whole test tree back,
+and evaluates the checks in children: module checks never see an expected value, pytest checks
+run under the harness's own pytest configuration and report through a signed channel
+(domains/harnesses/repo_checks.py, pytest_run.py).
 """
 
 from __future__ import annotations
@@ -44,8 +50,9 @@ from flywheel.domains.report_channel import harness_report
 from flywheel.domains.repo_base import BASE_MOUNT, materialized
 from flywheel.domains.repo_environments import ENV_MOUNT, environment_dir, environment_problem
 from flywheel.domains.repo_snapshot import (SnapshotError, SnapshotStore, default_store, read_snapshot,
-                                            split_commit)
+                                            same_store, split_commit)
 from flywheel.domains.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_SHELL, RUN_TESTS
+from flywheel.domains.snapshot_paths import files_problem
 from flywheel.domains.task_paths import inside_folder
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.domains.unified_diff import make_diff
@@ -54,10 +61,14 @@ from flywheel.sandbox.contract import check_image
 _HERE = Path(__file__).resolve().parent
 HARNESS = (_HERE / "harnesses" / "repo.py").read_text()
 UNIFIED_DIFF = (_HERE / "unified_diff.py").read_text()
-REPO_CHECKS = (_HERE / "harnesses" / "repo_checks.py").read_text()
+HARNESS_SIBLINGS = ("repo_checks.py", "child_channel.py", "pytest_report.py", "pytest_run.py")
+HARNESS_FILES = {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF,
+                 **{name: (_HERE / "harnesses" / name).read_text() for name in HARNESS_SIBLINGS}}
 REPORT_MARKER = "FLYWHEEL-REPO "
-PROTECTED = ("tests/*", "test_*.py", "*_test.py", "conftest.py", "sitecustomize.py",
-             "usercustomize.py", "*.pth", "pytest.ini", "tox.ini", "setup.cfg")
+# Beyond the harness's test tree (every file under a test/tests/testing folder, every
+# conftest.py, every test module: repo_checks.in_test_tree), what the scorer puts back; pytest's
+# configuration files need no entry: the trusted run reads none the response wrote.
+PROTECTED = ("sitecustomize.py", "usercustomize.py", "*.pth")
 CHECK_FIELDS = ("id", "module", "call", "expect")
 PYTEST_CHECK_FIELDS = ("id", "pytest")
 LOG_CHARS = 200
@@ -65,10 +76,11 @@ OUTSIDE_KEPT = 20  # outside paths an episode state remembers (enough to flag an
 
 
 def snapshot_files(task: dict[str, Any]) -> dict[str, str]:
-    """The repository snapshot of `task`, path -> text: inline, or from its store by digest."""
+    """The repository snapshot of `task`, path -> text: inline, or by digest from the user's
+    store (never a store the task names; verified on each read)."""
     repo = task["repo"]
     if "snapshot" in repo:
-        return SnapshotStore(repo["store"]).get(repo["snapshot"])
+        return SnapshotStore(default_store()).get(repo["snapshot"])
     return repo["files"]
 
 
@@ -91,8 +103,9 @@ def limits_problem(limits: Any) -> str | None:
 
 
 def store_snapshot(repo: str | dict, folder: str | None) -> dict[str, Any]:
-    """`repo` as {"path": P} or P (a folder, archive or REPO@COMMIT inside `folder`, else the
-    working directory) read and put in the default store: the stored form of `repo`."""
+    """`repo` as {"path": P} or P (a folder, archive or REPO@COMMIT inside `folder`, the task
+    file's, else the working directory for a row no task file reader placed) read and put in
+    the user's store: the stored form of `repo`."""
     source = repo if isinstance(repo, str) else repo["path"]
     if not isinstance(source, str):
         raise SnapshotError("field `repo.path` must be a path")
@@ -104,20 +117,34 @@ def store_snapshot(repo: str | dict, folder: str | None) -> dict[str, Any]:
             "file_count": len(snap.files)}
 
 
+def store_problem(store: Any) -> str | None:
+    """Why a row's `repo.store` is refused, or None when it names the user's own store. The store
+    is the user's setting: a row naming its own would make this machine read (or probe) a path
+    or bucket the task file chose, so it is refused, not followed nor silently replaced."""
+    mine = default_store()
+    if isinstance(store, str) and same_store(store, mine):
+        return None
+    return (f"field `repo.store`: the row names its own snapshot store ({str(store)[:200]!r}); "
+            f"snapshots are read only from your store ($FLYWHEEL_SNAPSHOT_STORE, now {mine!r}), "
+            f"never from one a task names: drop the field, or point FLYWHEEL_SNAPSHOT_STORE there "
+            f"if you trust that store")
+
+
 def repo_problem(repo: Any) -> tuple[dict[str, str], str | None]:
     """(the snapshot's files, None) or ({}, why field `repo` is unusable)."""
     if isinstance(repo, dict) and "snapshot" in repo:
-        if not isinstance(repo.get("store"), str):
-            return {}, "field `repo.store` must name the snapshot store"
+        if "store" in repo and store_problem(repo["store"]):
+            return {}, store_problem(repo["store"])
         try:
-            return SnapshotStore(repo["store"]).get(repo["snapshot"]), None
+            return SnapshotStore(default_store()).get(repo["snapshot"]), None
         except SnapshotError as e:
             return {}, f"field `repo.snapshot`: {e}"
     if not isinstance(repo, dict) or not isinstance(repo.get("files"), dict):
         return {}, ("field `repo` must be {\"files\": {path: text}} or "
-                    "{\"snapshot\": DIGEST, \"store\": ROOT}")
-    if not all(isinstance(p, str) and isinstance(t, str) for p, t in repo["files"].items()):
-        return {}, "field `repo.files` must map paths to text"
+                    "{\"snapshot\": DIGEST}")
+    why = files_problem(repo["files"])
+    if why:
+        return {}, f"field `repo.files`: {why}"
     return repo["files"], None
 
 
@@ -172,7 +199,7 @@ class RepoDomain(EpisodeDomain):
     description = "your own repository tasks (--tasks FILE: prompt, repo, visible/hidden/regression tests)"
     report_marker = REPORT_MARKER
     sandbox = SandboxNeeds(language="python", timeout_s=10.0, memory_mb=1024,
-                           files=("harness.py", "unified_diff.py", "repo_checks.py"))
+                           files=("harness.py", "unified_diff.py", *HARNESS_SIBLINGS))
     tools = REPO_TOOLS
     plain_tool = APPLY_PATCH.name  # a response without a tool call is a diff: a one-step episode
     max_turns = 30
@@ -191,6 +218,8 @@ class RepoDomain(EpisodeDomain):
         repo = task.get("repo")
         if isinstance(repo, str) or (isinstance(repo, dict) and "path" in repo):
             task["repo"] = store_snapshot(repo, folder)
+        elif isinstance(repo, dict) and "snapshot" in repo and "store" not in repo:
+            task["repo"] = {**repo, "store": default_store()}  # where it was read: for the record
         task.setdefault("visible_tests", [])
         task.setdefault("regression_tests", [])
         task.setdefault("protected", list(PROTECTED) + list(task["visible_tests"]))
@@ -255,8 +284,7 @@ class RepoDomain(EpisodeDomain):
             plan = {**plan, "base": BASE_MOUNT, "changes": changes}
         else:
             plan = {**plan, "tree": tree(task, changes)}
-        return {"files": {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF,
-                          "repo_checks.py": REPO_CHECKS},
+        return {"files": dict(HARNESS_FILES),
                 "command": ["python", "harness.py", mode], "stdin": json.dumps(plan),
                 "limits": limits, "mounts": mounts,
                 "image": task.get("image") or self.image}
