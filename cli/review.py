@@ -1,14 +1,21 @@
 """`flywheel review`: the page where people label a run's queued attempts, and what the labels say.
 
+    flywheel review add-reviewer --run-dir runs/r NAME [--host H --port P]
     flywheel review serve --run-dir runs/r [--host 127.0.0.1] [--port 8810] [--token-file T]
+                          [--allowed-host NAME[:PORT] ...]
     flywheel review stats --run-dir runs/r [--format table|json]
 
-`serve` prints the page's URL, token included, and serves until Ctrl-C (pipelines/review_page.py).
-Without --token-file it makes a token for this session and listens on loopback only; an address
-beyond loopback needs --token-file. A token file that is empty or not a header-safe token, or a
-refused address, ends it with status 2 and one line on stderr. `stats` prints the queue's counts
-per iteration, the reviewers' agreement, and the audit's disagreement with the verifier, overall
-and per domain (pipelines/review_stats.py); `--format json` prints them as one JSON object.
+Each reviewer has a token of their own, and a label records the reviewer its token names
+(pipelines/review_reviewers.py). `add-reviewer` gives NAME a new token, keeps only its digest in
+the run (`review/reviewers.json`), and prints the token and the page's link once. `serve`
+serves the page for every registered reviewer and for those of --token-file (lines
+`name:token`; one bare token is the reviewer named by your login), and prints the link of each
+reviewer whose token it holds; with neither, you are the one reviewer, with a token made for
+this session, on loopback only. An address beyond loopback needs reviewers' tokens. A token
+file that is empty or not header-safe tokens, or a refused address, ends it with status 2 and
+one line on stderr. `stats` prints the queue's counts per iteration, the reviewers' agreement,
+and the audit's disagreement with the verifier, overall and per domain
+(pipelines/review_stats.py); `--format json` prints them as one JSON object.
 """
 
 from __future__ import annotations
@@ -29,26 +36,54 @@ def add_parser(sub) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve.add_argument("--port", type=int, default=8810, help="0 picks a free port (default: %(default)s)")
     serve.add_argument("--token-file", type=Path, default=None,
-                       help="file holding the token (default: a fresh one, loopback only)")
+                       help="reviewers' tokens: lines name:token, or one token (yours, named by your "
+                            "login); make one with `openssl rand -hex 32`. Default: the reviewers "
+                            "added with `flywheel review add-reviewer`; none: you, with a fresh "
+                            "token, loopback only")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+                       help="a further Host name reviewers use (a proxy's, a DNS name); requests "
+                            "naming any other host are refused (DNS rebinding). Repeatable")
+    add = cmds.add_parser("add-reviewer", help="give a reviewer their own token (printed once); "
+                                               "their labels are recorded under NAME")
+    add.add_argument("name", help="the reviewer's name: letters, digits, _ . - (at most 64)")
+    add.add_argument("--run-dir", required=True, help="the run (local path or gs://...)")
+    add.add_argument("--host", default="127.0.0.1", help="the host of the printed link (default: %(default)s)")
+    add.add_argument("--port", type=int, default=8810, help="the port of the printed link (default: %(default)s)")
     stats = cmds.add_parser("stats", help="queue counts, reviewer agreement, audit disagreement")
     stats.add_argument("--run-dir", required=True, help="the run (local path or gs://...)")
     stats.add_argument("--format", choices=("table", "json"), default="table")
 
 
 def run(args, console) -> int:
-    return cmd_serve(args, console) if args.review_command == "serve" else cmd_stats(args, console)
+    return {"serve": cmd_serve, "stats": cmd_stats, "add-reviewer": cmd_add_reviewer}[
+        args.review_command](args, console)
 
 
 def cmd_serve(args, console) -> int:
-    from flywheel.pipelines.review_page import serve
-    from flywheel.sandbox.service_token import check_token
+    from flywheel.pipelines.review_page import login_name, serve
+    from flywheel.sandbox.service_token import read_named_tokens
     try:
-        token = None if args.token_file is None else check_token(
-            args.token_file.read_text(encoding="utf-8"), f"the token file {args.token_file}")
-        serve(args.run_dir, args.host, args.port, token, ready=lambda line: print(line, flush=True))
+        reviewers = None if args.token_file is None else read_named_tokens(
+            args.token_file, bare_name=login_name())
+        serve(args.run_dir, args.host, args.port, reviewers, ready=lambda line: print(line, flush=True),
+              allowed_hosts=args.allowed_host)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    return 0
+
+
+def cmd_add_reviewer(args, console) -> int:
+    from flywheel.pipelines.review_reviewers import add_reviewer
+    from flywheel.sandbox.same_origin import bracket
+    try:
+        token, replaced = add_reviewer(args.run_dir, args.name)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    note = " (their previous token no longer works)" if replaced else ""
+    print(f"reviewer {args.name} added to {args.run_dir}{note}; their token, shown only now: {token}")
+    print(f"their link: http://{bracket(args.host)}:{args.port}/?token={token}")
     return 0
 
 

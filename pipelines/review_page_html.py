@@ -5,6 +5,8 @@ through `textContent` on elements built with `createElement`, never as markup. T
 Content-Security-Policy that allows only this page's own script and style (by their hashes), so
 even a slip here would not run a response's `<script>`. The token arrives once in the URL
 (`?token=`), is kept in sessionStorage, dropped from the address bar, and sent as a bearer header.
+The token is the reviewer's own: the page shows whose it is (the server's answer) and never asks
+for a name, so a label cannot be given under another's.
 """
 
 STYLE = """
@@ -12,7 +14,6 @@ body { font: 14px/1.4 system-ui, sans-serif; margin: 0; background: #f4f4f6; col
 header { position: sticky; top: 0; background: #20232a; color: #fff; padding: 8px 16px;
          display: flex; gap: 16px; align-items: center; flex-wrap: wrap; z-index: 1; }
 header h1 { font-size: 16px; margin: 0; }
-header input { font: inherit; padding: 2px 6px; }
 #counts { font-variant-numeric: tabular-nums; }
 #status { color: #ffb3b3; }
 main { padding: 12px 16px; max-width: 1100px; }
@@ -37,13 +38,11 @@ button.pass { background: #dff3e4; } button.fail { background: #f8dede; }
 
 SCRIPT = r"""
 "use strict";
-const TOKEN_KEY = "flywheel-review-token", NAME_KEY = "flywheel-reviewer";
+const TOKEN_KEY = "flywheel-review-token";
 const params = new URLSearchParams(location.search);
 const token = params.get("token") || sessionStorage.getItem(TOKEN_KEY) || "";
 sessionStorage.setItem(TOKEN_KEY, token);
 history.replaceState(null, "", location.pathname);  // the token leaves the address bar
-const nameInput = document.getElementById("reviewer");
-nameInput.value = localStorage.getItem(NAME_KEY) || "";
 let counts = {pending: 0, labeled: 0, total: 0};
 const cards = new Map();  // attempt_id -> {node, row} of the queue now shown
 let loading = Promise.resolve();
@@ -117,14 +116,12 @@ function card(row) {
 }
 
 async function submit(attemptId, score) {
-  await loading;  // a new name reloads the queue first: the label lands on the card now shown
+  await loading;  // the queue is shown first: the label lands on the card now shown
   const {node, row} = cards.get(attemptId) || {};
-  const reviewer = nameInput.value.trim();
   if (!node) return;
-  if (!reviewer) { say("enter your name first"); nameInput.focus(); return; }
   if (!(score >= 0 && score <= 1)) { say("a score is a number from 0 to 1"); return; }
   try {
-    const stored = await api("/api/review", {attempt_id: row.attempt_id, reviewer, score,
+    const stored = await api("/api/review", {attempt_id: row.attempt_id, score,
       label: node.querySelector(".label").value, comment: node.querySelector(".comment").value});
     if (!row.label) { counts.pending -= 1; counts.labeled += 1; }
     Object.assign(row, stored);
@@ -139,28 +136,24 @@ async function submit(attemptId, score) {
 }
 
 async function load() {
-  const reviewer = nameInput.value.trim();
   try {
-    const data = await api("/api/queue?reviewer=" + encodeURIComponent(reviewer));
+    const data = await api("/api/queue");
     counts = data.counts;
     showCounts();
     document.getElementById("run").textContent = data.run_id || "";
+    document.getElementById("reviewer").textContent = data.reviewer;
     cards.clear();
     document.getElementById("queue").replaceChildren(...data.rows.map(card));
     document.body.dataset.loaded = "true";
-    say(reviewer ? "" : "enter your name to label");
+    say("");
   } catch (e) { say("could not load the queue: " + e.message); }
 }
 
-nameInput.addEventListener("change", () => {
-  localStorage.setItem(NAME_KEY, nameInput.value.trim());
-  loading = load();
-});
 loading = load();
 """
 
 BODY = """<header><h1>Flywheel review <span id="run"></span></h1>
-<label>reviewer <input id="reviewer" autocomplete="name" maxlength="100"></label>
+<span>reviewer <b id="reviewer"></b></span>
 <span id="counts"></span><span id="status" role="status"></span></header>
 <main id="queue"></main>"""
 

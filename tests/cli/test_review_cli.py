@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 import pytest
 
 from flywheel.cli.main import main
+from flywheel.pipelines.review_page import login_name
+from flywheel.pipelines.review_reviewers import read_registry, token_digest
 from flywheel.schemas.write import write_partitioned
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -68,10 +70,12 @@ def test_serve_prints_its_url_and_answers_with_the_token(run_dir, tmp_path):
         assert line.startswith("review page at http://127.0.0.1:"), line + proc.stderr.read()
         url = line.split()[3]
         assert url.endswith("/?token=t0ken-for-tests")
-        request = urllib.request.Request(url.split("/?")[0] + "/api/queue?reviewer=ann",
+        request = urllib.request.Request(url.split("/?")[0] + "/api/queue",
                                          headers={"Authorization": "Bearer t0ken-for-tests"})
         with urllib.request.urlopen(request, timeout=10) as reply:
-            assert json.load(reply)["counts"] == {"pending": 1, "labeled": 2, "total": 3}
+            answer = json.load(reply)
+        assert answer["reviewer"] == login_name() and line.rstrip().endswith(f"reviewer {login_name()})")
+        assert answer["counts"]["total"] == 3
     finally:
         proc.kill()
         proc.wait()
@@ -89,3 +93,13 @@ def test_serve_refuses_with_one_line_and_status_2(run_dir, tmp_path, capsys, ext
     assert main(["review", "serve", "--run-dir", run_dir, "--port", "0", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_add_reviewer_prints_the_token_once_and_keeps_its_digest(run_dir, capsys):
+    assert main(["review", "add-reviewer", "--run-dir", run_dir, "ann", "--port", "9000"]) == 0
+    out = capsys.readouterr().out
+    token = out.split("shown only now: ")[1].split()[0]
+    assert f"http://127.0.0.1:9000/?token={token}" in out
+    assert read_registry(run_dir) == {"ann": token_digest(token)}
+    assert main(["review", "add-reviewer", "--run-dir", run_dir, "a b"]) == 2
+    assert "reviewer's name" in capsys.readouterr().err

@@ -39,13 +39,13 @@ def test_three_labels_given_in_the_browser_train_the_next_iteration(tmp_path, br
                    key=lambda q: q["sample_index"])
     assert [q["reason"] for q in queue] == ["unverified"] * 3
 
-    server = ReviewServer(run, port=0, token="a-reviewers-token")
+    server = ReviewServer(run, port=0, reviewers={"ana": "a-reviewers-token"})
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         browser.call("Page.enable")
         browser.call("Page.navigate", url=server.url)
         browser.wait_for("document.body && document.body.dataset.loaded === 'true'")
-        browser.type("#reviewer", "ana")
+        assert browser.eval("document.getElementById('reviewer').textContent") == "ana"
         for q, button in zip(queue, ("pass", "fail", "pass")):
             browser.click(f'article[data-attempt-id="{q["attempt_id"]}"] button.{button}')
             browser.wait_for(f"document.querySelector('article[data-attempt-id=\"{q['attempt_id']}\"]')"
