@@ -120,7 +120,19 @@ def test_shell_turn_and_visible_rate_are_the_files_not_the_printout(verified):
     assert verdict.reward == 0.0 and verdict.components["visible_pass_rate"] == 0.0, verdict
 
 
-def test_unit_an_arithmetic_body_is_the_only_one_whose_printout_counts():
-    """The program is the template's: an arithmetic body has no call to print with."""
+# Sandboxed domains that read their program's stdout without a harness's signed report: each
+# reads it only for a response whose syntax tree cannot print (no call, no name but `x`).
+SHAPE_GATED = {"fix_function": "function_points", "pyexpr": "python_output"}
+
+
+def test_unit_every_sandboxed_domain_reports_through_the_channel_or_is_shape_gated():
+    """The class, not the example: a new sandboxed domain whose figures would come from printed
+    text fails here until it reports through domains/report_channel.py (its harness signs one
+    line with the run's nonce) or is shown to read only output its response cannot write."""
+    from flywheel.domains.registry import DOMAINS
+    for name in DOMAINS:
+        domain = DOMAINS.get(name)
+        if domain.uses_sandbox and not domain.report_marker:
+            assert SHAPE_GATED.get(name) == domain.verifier, f"{name} reads printed text as its figures"
     source = points_program("x*3", [1])["files"]["main.py"]
-    assert source.count("print(") == 1
+    assert source.count("print(") == 1  # the template's own, the one an arithmetic body leaves
