@@ -28,23 +28,52 @@ def register_domain(cls: type[Domain]) -> type[Domain]:
 def prepare_task(row: dict[str, Any], default_domain: str | None = None
                  ) -> tuple[dict[str, Any] | None, list[str]]:
     """(task, problems) for a user's task row: its domain's normalized task, or None and every
-    problem found, each naming the field ("field `test` missing")."""
+    problem found, each naming the field ("field `test` missing").
+
+    Total: a field whose shape the domain's own checks did not foresee (normalize_task or
+    validate_task raised) is still a problem of this row, naming the field that caused it."""
     name = row.get("domain") or default_domain
     if not name:
         return None, ["field `domain` missing"]
     if not isinstance(name, str) or name not in DOMAINS:
-        return None, [f"field `domain`: unknown domain {name!r}"]
+        return None, [f"field `domain`: unknown domain {_short(name)}"]
     domain = DOMAINS.get(name)
+    row = {**row, "domain": name}
     try:
-        task = domain.normalize_task({**row, "domain": name})
-    except (KeyError, TypeError, ValueError) as e:
-        return None, [f"cannot read the task: {type(e).__name__}: {e}"]
+        return _prepared(domain, row)
+    except Exception as e:  # noqa: BLE001 (a task file is untrusted input: any shape reaches here)
+        return None, [_unreadable(domain, row, e)]
+
+
+def _prepared(domain: Domain, row: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    task = domain.normalize_task(row)
     problems = domain.validate_task(task)
     if task.get("split", "train") not in SPLITS:
-        problems.append(f"field `split` must be one of {', '.join(SPLITS)}, got {task['split']!r}")
+        problems.append(f"field `split` must be one of {', '.join(SPLITS)}, got {_short(task['split'])}")
     task.setdefault("split", "train")
     task.setdefault("answer", "")
     return (None if problems else task), problems
+
+
+def _unreadable(domain: Domain, row: dict[str, Any], error: Exception) -> str:
+    """The problem of a row the domain's checks raised on: the field without which they do not
+    (the first such; fields the domain requires are tried last, as leaving one out stops
+    validation early), else the error alone."""
+    why = f"{type(error).__name__}: {str(error)[:200]}"
+    required = set(domain.required_fields)
+    order = [k for k in row if k != "domain" and k not in required] + [k for k in row if k in required]
+    for name in order[:32]:
+        try:
+            _prepared(domain, {k: v for k, v in row.items() if k != name})
+        except Exception:  # noqa: BLE001
+            continue
+        return f"field `{name}` has a shape domain {domain.name} cannot read ({why})"
+    return f"cannot read the task ({why})"
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 64 else "a huge integer"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def get_domain(name: str) -> Domain:

@@ -11,9 +11,11 @@ domain (`--domain`).
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
+import zlib
 from collections.abc import Iterator
 import os
 from typing import Any
@@ -53,7 +55,7 @@ def task_rows(path: str, data: bytes, default_domain: str | None = None) -> Iter
         if row is None or row.get("domain"):
             yield number, row, problem, None
             continue
-        fmt, near = recognise(row)
+        fmt, near = recognise(row)  # total: a format's checks read only the types they test
         if fmt is None:
             if default_domain:
                 yield number, {**row, "domain": default_domain}, None, None
@@ -63,11 +65,19 @@ def task_rows(path: str, data: bytes, default_domain: str | None = None) -> Iter
                                      + "; name the domain in the row or with --domain"), None
             continue
         try:
-            task = fmt.to_task(row, folder)
-        except (FormatError, KeyError, TypeError, ValueError) as e:
+            task = fmt.read(row, folder)
+        except FormatError as e:
             yield number, None, f"{fmt.title} format: {e}", fmt.name
             continue
+        except Exception as e:  # a shape no check foresaw: the row's problem, never the file's
+            yield number, None, f"{fmt.title} format: cannot read the row ({type(e).__name__}: {e})", fmt.name
+            continue
         yield number, {**task, "domain": default_domain or fmt.domain}, None, fmt.name
+
+
+MAX_DEPTH = 64
+"""How deeply a row's values may nest: deeper rows are refused where they are read, so no later
+step (json.dumps of an error row's payload, pickling between Beam workers) recurses too far."""
 
 
 def _placed(row: dict[str, Any], folder: str) -> dict[str, Any]:
@@ -78,57 +88,107 @@ def _placed(row: dict[str, Any], folder: str) -> dict[str, Any]:
 
 
 def raw_rows(path: str, data: bytes) -> Iterator[Row]:
-    """(number, row or None, problem or None) for every row of one task file's bytes, as stored."""
+    """(number, row or None, problem or None) for every row of one task file's bytes, as stored.
+
+    Total: whatever the bytes, every row is yielded or a problem naming its line, and the lines
+    after a bad one are read. Lines end at b"\n" only (a JSON string may hold U+2028 or a form
+    feed, which str.splitlines would break on); a line that is not UTF-8 is a problem of its own."""
     if path.endswith(".parquet"):
         yield from _parquet_rows(data)
         return
     if data[:2] == b"\x1f\x8b":  # still gzipped (Beam's readers usually decompress .gz already)
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             yield 0, None, f"not a readable gzip file: {e}"
             return
+    data = data.removeprefix(codecs.BOM_UTF8)
     if _is_json_document(path):
         yield from _json_document_rows(data)
         return
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+    for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except ValueError as e:
-            yield number, None, f"invalid JSON: {e}"
-            continue
-        if isinstance(row, dict):
-            yield number, row, None
-        else:
-            yield number, None, f"expected a JSON object, got {type(row).__name__}"
+        text, problem = _utf8(line)
+        yield number, *(_json_row(text) if problem is None else (None, problem))
+
+
+def _utf8(data: bytes) -> tuple[str, str | None]:
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as e:
+        return "", f"not UTF-8 text (byte {e.start + 1}: {data[e.start:e.start + 4]!r})"
+
+
+def _json_row(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the row, None) of one JSON object's text, or (None, why it is not one)."""
+    try:
+        row = json.loads(text)
+    except RecursionError:
+        return None, f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
+    except ValueError as e:  # JSONDecodeError, and an integer of more than 4300 digits
+        return None, f"invalid JSON: {e}"
+    return _checked_row(row)
+
+
+def _checked_row(row: Any) -> tuple[dict[str, Any] | None, str | None]:
+    if not isinstance(row, dict):
+        return None, f"expected a JSON object, got {type(row).__name__}"
+    deep = _too_deep(row)
+    if deep is not None:
+        return None, f"field `{deep}`: nested deeper than {MAX_DEPTH} levels"
+    return row, None
+
+
+def _too_deep(row: dict) -> str | None:
+    """The top-level field whose value nests deeper than MAX_DEPTH, or None (without recursion)."""
+    for name, value in row.items():
+        stack = [(value, 1)]
+        while stack:
+            item, depth = stack.pop()
+            if isinstance(item, (dict, list)):
+                if depth > MAX_DEPTH:
+                    return str(name)
+                stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return None
 
 
 def _json_document_rows(data: bytes) -> Iterator[Row]:
+    text, problem = _utf8(data)
+    if problem is not None:
+        yield 0, None, problem
+        return
     try:
-        document = json.loads(data.decode("utf-8", "replace"))
+        document = json.loads(text)
+    except RecursionError:
+        yield 0, None, f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
+        return
     except ValueError as e:
         yield 0, None, f"invalid JSON: {e}"
         return
     items = document if isinstance(document, list) else [document]
     for number, row in enumerate(items, start=1):
-        if isinstance(row, dict):
-            yield number, row, None
-        else:
-            yield number, None, f"expected a JSON object, got {type(row).__name__}"
+        yield number, *_checked_row(row)
 
 
 def _parquet_rows(data: bytes) -> Iterator[Row]:
-    import pyarrow as pa
     import pyarrow.parquet as pq
     try:
         table = pq.read_table(io.BytesIO(data))
-    except (pa.ArrowException, OSError) as e:
+    except Exception as e:  # ArrowException, OSError, and a malformed footer's own ValueErrors
         yield 0, None, f"not a readable Parquet file: {e}"
         return
-    for number, row in enumerate(table.to_pylist(), start=1):
-        # Tasks are JSON data wherever they come from: a timestamp, decimal or bytes cell becomes
-        # its text, as it would be written in a JSONL task file.
-        row = json.loads(json.dumps({k: v for k, v in row.items() if v is not None}, default=str))
-        yield number, row, None
+    try:
+        every = table.to_pylist()
+    except Exception:  # a cell Python cannot hold (a date out of range): told row by row below
+        every = None
+    for number in range(1, table.num_rows + 1):
+        try:
+            # Tasks are JSON data wherever they come from: a timestamp, decimal or bytes cell
+            # becomes its text, as it would be written in a JSONL task file.
+            cells = every[number - 1] if every is not None else table.slice(number - 1, 1).to_pylist()[0]
+            row = json.loads(json.dumps({k: v for k, v in cells.items() if v is not None}, default=str))
+        except (RecursionError, ValueError, OverflowError, TypeError) as e:  # e.g. a date out of range
+            yield number, None, f"cannot read the row: {type(e).__name__}: {e}"
+            continue
+        yield number, *_checked_row(row)

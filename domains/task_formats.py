@@ -52,18 +52,55 @@ class TaskFormat:
     fields: tuple[str, ...]                # the identifying fields, all present
     check: Callable[[dict], str | None]    # why a row with those fields is not this format
     to_task: Callable[[dict, str], dict]   # (row, the task file's folder) -> the domain's fields
+    texts: tuple[str, ...] = ()            # fields that must be non-empty strings
+    optional_texts: tuple[str, ...] = ()   # fields that must be strings where given (not null)
 
     def describe(self) -> str:
         return f"{self.title} ({', '.join(self.fields)})"
+
+    def read(self, row: dict, folder: str) -> dict:
+        """The domain's task fields of `row` (`to_task`), once every field it reads has the type
+        it reads it as: FormatError naming the first field that has not."""
+        problem = field_types(row, self.texts, self.optional_texts)
+        if problem:
+            raise FormatError(problem)
+        return self.to_task(row, folder)
+
+
+def field_types(row: dict, texts=(), optional_texts=()) -> str | None:
+    """Why `row`'s fields are not the types a format reads them as ("field `x` must be ..."), or
+    None: `texts` non-empty strings, `optional_texts` strings where given, `task_id` a string or
+    an integer where given."""
+    for name in texts:
+        if not (isinstance(row.get(name), str) and row[name].strip()):
+            return f"field `{name}` must be a non-empty string, got {_shape(row.get(name))}"
+    for name in optional_texts:
+        if row.get(name) is not None and not isinstance(row[name], str):
+            return f"field `{name}` must be a string, got {_shape(row[name])}"
+    task_id = row.get("task_id")
+    if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, (str, int))):
+        return f"field `task_id` must be a string or an integer, got {_shape(task_id)}"
+    return None
+
+
+def _shape(value: Any) -> str:
+    """A short description of a wrong value: `null`, a number as written, else its type."""
+    if value is None:
+        return "null"
+    if isinstance(value, float) or (isinstance(value, int) and value.bit_length() < 64):
+        return f"{type(value).__name__} {value!r}"
+    return type(value).__name__
 
 
 TASK_FORMATS: Registry[TaskFormat] = Registry("task format", home="flywheel.domains.task_formats")
 
 
-def task_format(name, title, domain, fields, check=lambda row: None):
-    """Decorator: register the decorated `to_task` as format `name`."""
+def task_format(name, title, domain, fields, check=lambda row: None, texts=(), optional_texts=()):
+    """Decorator: register the decorated `to_task` as format `name`; it reads `texts` (and
+    `optional_texts` where given) as strings, checked before it is called (TaskFormat.read)."""
     def register(to_task):
-        TASK_FORMATS.register(name, TaskFormat(name, title, domain, fields, check, to_task))
+        TASK_FORMATS.register(name, TaskFormat(name, title, domain, fields, check, to_task,
+                                               texts, optional_texts))
         return to_task
     return register
 
@@ -76,7 +113,8 @@ def _task_id(row: dict, name: str, *keys: str) -> str:
 
 
 # -- Python unit tests -------------------------------------------------------------------------
-@task_format("humaneval", "HumanEval", "python_tests", ("prompt", "entry_point", "test"))
+@task_format("humaneval", "HumanEval", "python_tests", ("prompt", "entry_point", "test"),
+             texts=("prompt", "entry_point", "test"), optional_texts=("canonical_solution",))
 def _humaneval(row: dict, folder: str) -> dict:
     return {**row, "task_id": _task_id(row, "humaneval", "prompt", "test")}
 
@@ -89,8 +127,19 @@ def _mbpp_check(row: dict) -> str | None:
     return None
 
 
+def _mbpp_texts(row: dict) -> None:
+    description = "text" if "text" in row else "prompt"
+    problem = field_types(row, (description,), ("code", "test_setup_code"))
+    bad = next((i for i, t in enumerate(row["test_list"]) if not isinstance(t, str)), None)
+    problem = problem or (f"field `test_list[{bad}]` must be an assert (a string), got "
+                          f"{_shape(row['test_list'][bad])}" if bad is not None else None)
+    if problem:
+        raise FormatError(problem)
+
+
 @task_format("mbpp", "MBPP", "python_tests", ("code", "test_list"), _mbpp_check)
 def _mbpp(row: dict, folder: str) -> dict:
+    _mbpp_texts(row)
     task = dict(row)
     if "text" not in task:  # MBPP "sanitized" names the description `prompt`
         task["text"] = task.pop("prompt")
@@ -123,7 +172,7 @@ def _gsm8k_check(row: dict) -> str | None:
     return None
 
 
-@task_format("gsm8k", "GSM8K", "math", ("question", "answer"), _gsm8k_check)
+@task_format("gsm8k", "GSM8K", "math", ("question", "answer"), _gsm8k_check, texts=("question",))
 def _gsm8k(row: dict, folder: str) -> dict:
     solution = row["answer"]
     final = gsm8k_final(solution).replace(",", "").replace("$", "").strip()
@@ -146,7 +195,8 @@ def _math_check(row: dict) -> str | None:
     return None
 
 
-@task_format("math", "MATH", "math", ("problem", "solution"), _math_check)
+@task_format("math", "MATH", "math", ("problem", "solution"), _math_check, texts=("problem",),
+             optional_texts=("unique_id",))
 def _math(row: dict, folder: str) -> dict:
     task = {k: v for k, v in row.items() if k not in ("problem", "answer")}
     task_id = row.get("task_id") or row.get("unique_id")  # MATH-500 names its rows unique_id
@@ -204,7 +254,8 @@ def _dump_sqlite(path: str, field: str) -> tuple[str, str]:
     return schema_text(snap), script(snap)
 
 
-@task_format("spider", "Spider-like SQL", "sql", ("question", "query"), _spider_check)
+@task_format("spider", "Spider-like SQL", "sql", ("question", "query"), _spider_check,
+             texts=("question", "query"), optional_texts=(*SQL_TEXT_FIELDS, *SQL_FILE_FIELDS, "db_id"))
 def _spider(row: dict, folder: str) -> dict:
     text = next((row[f] for f in SQL_TEXT_FIELDS if row.get(f)), None)
     field = next((f for f in (*SQL_FILE_FIELDS, "db_id") if row.get(f)), "db_id")
@@ -267,7 +318,9 @@ def _swebench_snapshot(row: dict, folder: str) -> str:
 
 
 @task_format("swebench", "SWE-bench", "repo", ("instance_id", "problem_statement", "FAIL_TO_PASS"),
-             _swebench_check)
+             _swebench_check, texts=("instance_id",),
+             optional_texts=("repo_path", "patch", "test_patch", "repo", "image", "image_name",
+                             "environment", *SWEBENCH_FIELDS))
 def _swebench(row: dict, folder: str) -> dict:
     task = {"task_id": str(row["instance_id"]), "prompt": row["problem_statement"],
             "repo": {"path": _swebench_snapshot(row, folder)}, "_folder": folder,
