@@ -249,6 +249,50 @@ def solution_source(task: dict, response: str) -> str:
     return prefix + response  # does not parse: the harness reports the SyntaxError
 
 
+TEXT_FIELDS = ("prompt", "text", "entry_point", "test", "visible_test", "test_setup_code",
+               "canonical_solution", "code")
+LIST_FIELDS = ("test_list", "hidden_test_list", "challenge_test_list", "test_imports")
+SECONDS_FIELDS = ("timeout_s", "baseline_budget_s", "case_timeout_s")
+MAX_SECONDS = 600.0
+
+
+def field_shape_problems(task: dict) -> list[str]:
+    """Each field of a python_tests task whose type is not the one the harness reads it as:
+    texts, lists of texts (asserts, imports), and seconds (positive numbers, at most
+    MAX_SECONDS); an `entry_point` is a Python identifier."""
+    problems = [f"field `{f}` must be a string" for f in TEXT_FIELDS
+                if task.get(f) is not None and not isinstance(task[f], str)]
+    for f in LIST_FIELDS:
+        value = task.get(f)
+        if value is not None and not isinstance(value, list):
+            problems.append(f"field `{f}` must be a list of strings")
+        elif value is not None:
+            problems += [f"field `{f}[{i}]` must be a string" for i, v in enumerate(value)
+                         if not isinstance(v, str)][:1]
+    for f in SECONDS_FIELDS:
+        value = task.get(f)
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                      and 0 < value <= MAX_SECONDS):
+            problems.append(f"field `{f}` must be a number of seconds in (0, {MAX_SECONDS:g}]")
+    entry = task.get("entry_point")
+    if isinstance(entry, str) and entry and not entry.isidentifier():
+        problems.append("field `entry_point` must be a Python function name")
+    return problems
+
+
+def _unparsed_field(task: dict) -> str:
+    """The first test field holding code that does not parse (the field a test_plan error is
+    about), else the field the task's tests are in."""
+    for name in ("test", "visible_test", "test_setup_code"):
+        if isinstance(task.get(name), str) and _parses(task[name]) is None:
+            return name
+    for name in ("test_list", "hidden_test_list", "challenge_test_list"):
+        for i, code in enumerate(task.get(name) or []):
+            if _parses(code) is None:
+                return f"{name}[{i}]"
+    return "test" if is_humaneval(task) else "test_list"
+
+
 class PythonTestsDomain(DatasetDomain, EpisodeDomain):
     """Tasks checked by running their unit tests against the response in the sandbox.
 
@@ -275,7 +319,9 @@ class PythonTestsDomain(DatasetDomain, EpisodeDomain):
     plain_tool = RUN_TESTS.name
 
     def validate_task(self, task: dict) -> list[str]:
-        problems = super().validate_task(task)
+        problems = super().validate_task(task) + field_shape_problems(task)
+        if problems:
+            return problems
         if is_humaneval(task):
             problems += [f"field `{f}` missing" for f in ("entry_point",) if not task.get(f)]
         elif not task.get("test_list"):
@@ -283,14 +329,14 @@ class PythonTestsDomain(DatasetDomain, EpisodeDomain):
         if not problems:
             try:
                 test_plan(task)
-            except (SyntaxError, ValueError) as e:
-                field = "test" if is_humaneval(task) else "test_list"
-                problems.append(f"field `{field}`: {e}")
+            except PARSE_FAILURES as e:
+                problems.append(f"field `{_unparsed_field(task)}`: {e}")
         return problems
 
     def normalize_task(self, row: dict) -> dict:
         task = dict(row)
-        if not is_humaneval(task) and not task.get("prompt") and task.get("text"):
+        if (not is_humaneval(task) and not task.get("prompt") and isinstance(task.get("text"), str)
+                and not field_shape_problems(task)):
             task["prompt"] = self.render_prompt(
                 {"text": task["text"], "tests": "\n".join(task.get("test_list") or [])})
         task.setdefault("answer", "")
