@@ -76,7 +76,8 @@ class RenderDomain(Domain):
             if not spec_problems(task["reference_spec"]):
                 task["reference_code"] = chart_code(task["reference_spec"])
         task.setdefault("route", "matplotlib")
-        task.setdefault("answer", fenced(task.get("reference_code") or ""))
+        code = task.get("reference_code")  # validate_task says what is wrong with one not text
+        task.setdefault("answer", fenced(code if isinstance(code, str) else ""))
         return task
 
     def validate_task(self, task: dict) -> list[str]:
