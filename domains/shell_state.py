@@ -42,6 +42,18 @@ def script_of(response: str) -> str:
     return (blocks[-1] if blocks else response).strip() + "\n"
 
 
+def _files_problems(entry: dict, where: str) -> list[str]:
+    """Problems of one variant's `files` ({path: text}) and `expect` ({path: text or null})."""
+    problems = []
+    files, expect = entry.get("files"), entry.get("expect")
+    if not (isinstance(files, dict) and all(isinstance(v, str) for v in files.values())):
+        problems.append(f"field `{where}files` must be an object of path: text")
+    if not (isinstance(expect, dict) and expect
+            and all(v is None or isinstance(v, str) for v in expect.values())):
+        problems.append(f"field `{where}expect` must be a non-empty object of path: text or null")
+    return problems
+
+
 class ShellDomain(EpisodeDomain):
     """Multi-turn (--max-turns N): each `run_shell` command runs over the files the earlier ones
     left (the episode's state), and the model reads its output. The episode's answer is all its
@@ -56,6 +68,25 @@ class ShellDomain(EpisodeDomain):
     log_bytes = 2000
     required_fields = ("task_id", "prompt", "files", "expect")
     max_new_tokens = 32
+
+    def validate_task(self, task: dict) -> list[str]:
+        """A user's row: `files` {path: text}, `expect` {path: text or null}, `hidden_variants` a
+        list of {files, expect} of the same shape, `exact` true or false."""
+        problems = super().validate_task(task)
+        if problems:
+            return problems
+        problems += _files_problems(task, "")
+        variants = task.get("hidden_variants", [])
+        if not isinstance(variants, list):
+            return problems + ["field `hidden_variants` must be a list of {files, expect}"]
+        for i, variant in enumerate(variants):
+            if not isinstance(variant, dict):
+                problems.append(f"field `hidden_variants[{i}]` must be an object {{files, expect}}")
+            else:
+                problems += _files_problems(variant, f"hidden_variants[{i}].")
+        if "exact" in task and not isinstance(task["exact"], bool):
+            problems.append("field `exact` must be true or false")
+        return problems
 
     def program(self, task: dict, response: str, marker: str = REPORT_MARKER) -> dict:
         variants = [task["files"], *(v["files"] for v in task.get("hidden_variants", []))]
