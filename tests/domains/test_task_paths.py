@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 
+from flywheel.domains.repo import snapshot_files
 from flywheel.domains.task_files import task_rows
 from flywheel.domains.task_paths import PathError, inside_folder
 from flywheel.cli import tasks as tasks_cli
@@ -117,3 +118,23 @@ def test_inside_folder_resolves_what_it_checked(tmp_path):
     for bad in ["", "/etc/passwd", "..", "a/../../x", "x\0y"]:
         with pytest.raises(PathError, match="field `f`"):
             inside_folder(str(tmp_path), bad, "f")
+
+
+def test_a_native_repo_row_is_read_from_its_task_files_folder(layout, tmp_path, monkeypatch):
+    tasks_dir, outside = layout
+    monkeypatch.setenv("FLYWHEEL_SNAPSHOT_STORE", str(tmp_path / "store"))
+    for folder, text in [(tasks_dir / "proj", "WHERE = 'beside the task file'\n"),
+                         (outside / "proj", "WHERE = 'outside'\n")]:
+        (folder / "pkg").mkdir(parents=True)
+        (folder / "pkg" / "__init__.py").write_text(text)
+    monkeypatch.chdir(outside)  # the working directory holds a decoy of the same name
+    row = {"domain": "repo", "prompt": "p", "repo": "proj",
+           "hidden_tests": [{"id": "h", "module": "pkg", "call": "WHERE", "expect": "x"}]}
+    path = tasks_dir / "repo.jsonl"
+    path.write_text("".join(json.dumps({**row, "task_id": f"r{i}", **extra}) + "\n" for i, extra in
+                            enumerate([{}, {"_folder": str(outside)}, {"repo": "../outside/proj"}])))
+    tasks, problems = tasks_cli.load_tasks([str(path)])
+    assert [t["task_id"] for t in tasks] == ["r0", "r1"]  # the row's own `_folder` is not heard
+    assert all(snapshot_files(t)["pkg/__init__.py"] == "WHERE = 'beside the task file'\n" for t in tasks)
+    assert len(problems) == 1 and problems[0].startswith(f"{path}: line 3: ")
+    assert "field `repo.path`" in problems[0] and "leads out of the task file's folder" in problems[0]
