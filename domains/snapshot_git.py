@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -52,11 +53,14 @@ def git_dir(repo: str) -> str:
         path = os.path.join(gitdir, name)
         if os.path.lexists(path) and not _inside(real, path):
             raise SnapshotError(f".git/{name} leads out of the repository's folder")
+        if name not in ("objects", "refs") and os.path.lexists(path) and not os.path.isfile(path):
+            raise SnapshotError(f".git/{name} is not a plain file")
     for name in ("objects", "refs"):
         for here, dirs, files in os.walk(os.path.join(gitdir, name)):
-            for entry in dirs + files:
-                if os.path.islink(os.path.join(here, entry)):
-                    raise SnapshotError(f".git/{name} holds a symbolic link "
+            for entry in dirs + files:  # git makes neither links nor pipes or devices here
+                mode = os.lstat(os.path.join(here, entry)).st_mode
+                if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                    raise SnapshotError(f".git/{name} holds a link or a special file "
                                         f"({os.path.relpath(os.path.join(here, entry), gitdir)})")
     alternates = os.path.join(gitdir, "objects", "info", "alternates")
     if os.path.lexists(alternates) and _small_read(alternates).strip():

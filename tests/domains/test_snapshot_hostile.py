@@ -205,8 +205,13 @@ def test_a_git_dir_that_leads_elsewhere_is_refused(tmp_path, user):
     linked = git_repo(tmp_path / "linked", FILES)
     shutil.rmtree(linked / ".git" / "refs")
     (linked / ".git" / "refs").symlink_to(other / ".git" / "refs")
+    piped = git_repo(tmp_path / "piped", FILES)
+    os.mkfifo(piped / ".git" / "packed-refs")  # git would block reading it
+    planted = git_repo(tmp_path / "planted", FILES)
+    (planted / ".git" / "objects" / "pack" / "other.pack").symlink_to(tmp_path / "other" / "secret.py")
     for repo, why in [(pointer, "points at another repository"), (link, "points at another repository"),
-                      (borrower, "borrowed from another repository"), (linked, "leads out")]:
+                      (borrower, "borrowed from another repository"), (linked, "leads out"),
+                      (piped, "not a plain file"), (planted, "a link or a special file")]:
         with pytest.raises(SnapshotError, match=why):
             read_snapshot(f"{repo}@HEAD")
 
