@@ -92,6 +92,8 @@ def run(args, console) -> int:
             parse_allowed_host(entry)
         if not (args.model or args.run_dir or args.policy != "hf"):
             raise ValueError("give --model (an hf model) or --run-dir (a run's checkpoint)")
+        if args.model and args.run_dir:
+            raise ValueError("give --model or --run-dir, not both")
         if not args.run_dir and args.iteration is not None:
             raise ValueError("--iteration picks a checkpoint of --run-dir: give --run-dir too")
         if args.run_dir and args.policy_options:

@@ -15,9 +15,17 @@ import pytest
 
 from flywheel.cli.main import main, parser
 from flywheel.cli.serve import load_policy, read_tokens
+from flywheel.sandbox.service_token import default_token
 from flywheel.schemas import read_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "SERVE.md"
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path, monkeypatch):
+    """The issued token goes to a folder of the test's, never the user's ~/.config."""
+    monkeypatch.setenv("FLYWHEEL_CONFIG_DIR", str(tmp_path / "config"))
+    return tmp_path / "config"
 
 
 def post(url, path, body, token):
@@ -74,14 +82,57 @@ def test_serve_records_named_clients_and_flushes_on_sigterm(tmp_path, capsys):
     ([], None, "give --model"),
     (["--model", "tiny-llama", "--run-dir", "somewhere"], None, "not both"),
     (["--model", "tiny-llama", "--iteration", "2"], None, "give --run-dir too"),
+    (["--policy", "tiny", "--no-token"], "x", "not both"),
+    (["--policy", "tiny", "--allowed-host", "http://evil.example/"], None, "allowed-host"),
 ])
-def test_serve_refuses_before_loading_a_model(tmp_path, capsys, flags, tokens, message):
+def test_serve_refuses_before_loading_a_model(tmp_path, capsys, config_dir, flags, tokens, message):
     if tokens is not None:
         (tmp_path / "t").write_text(tokens)
         flags = flags + ["--token-file", str(tmp_path / "t")]
     assert main(["serve", "--record-dir", str(tmp_path / "r"), "--port", "0", *flags]) == 2
     assert message in capsys.readouterr().err
-    assert not (tmp_path / "r").exists()
+    assert not (tmp_path / "r").exists() and not config_dir.exists()  # nor a token issued
+
+
+@pytest.mark.slow  # a real `flywheel serve` process (2 s)
+def test_serve_issues_its_own_token_once_and_the_openai_client_uses_it(tmp_path, config_dir):
+    openai = pytest.importorskip("openai")
+    record = tmp_path / "records"
+    proc = subprocess.Popen([sys.executable, "-m", "flywheel.cli.main", "serve", "--policy", "tiny",
+                             "--port", "0", "--record-dir", str(record)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line, issued = proc.stdout.readline(), proc.stdout.readline()
+        assert line.startswith("serving tiny at http://127.0.0.1:"), line + proc.stderr.read()
+        base = re.search(r"at (http://\S+/v1) ", line)[1]
+        token_file = config_dir / "serve-token"
+        token = token_file.read_text().strip()
+        assert str(token_file) in line and issued.rstrip().endswith(token)
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        client = openai.OpenAI(base_url=base, api_key=token, max_retries=0)
+        reply = client.chat.completions.create(model="tiny", max_tokens=3,
+                                               messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=base, api_key="unused", max_retries=0).models.list()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    row = read_table(f"{record}/tables/interactions", "interactions").to_pylist()[0]
+    assert (row["interaction_id"], row["client"]) == (reply.id, "default")
+
+
+def test_the_issued_token_is_made_once_reused_and_refused_when_others_may_read_it(config_dir):
+    path, token, made = default_token("serve-token")
+    assert made and path == config_dir / "serve-token" and path.stat().st_mode & 0o777 == 0o600
+    assert default_token("serve-token") == (path, token, False)
+    path.chmod(0o644)
+    with pytest.raises(ValueError, match="chmod 600"):
+        default_token("serve-token")
+    path.unlink()
+    path.symlink_to(config_dir / "elsewhere")
+    with pytest.raises(ValueError, match="regular file"):
+        default_token("serve-token")
 
 
 def test_token_files(tmp_path):
