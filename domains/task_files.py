@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from flywheel.domains.task_formats import FormatError, known_formats, recognise
+from flywheel.domains.task_paths import PathError
 
 Row = tuple[int, "dict[str, Any] | None", "str | None"]   # (line or row number, row, problem)
 FormatRow = tuple[int, "dict[str, Any] | None", "str | None", "str | None"]  # ... + format name
@@ -66,7 +67,7 @@ def task_rows(path: str, data: bytes, default_domain: str | None = None) -> Iter
             continue
         try:
             task = fmt.read(row, folder)
-        except FormatError as e:
+        except (FormatError, PathError) as e:  # a path out of the folder names its field
             yield number, None, f"{fmt.title} format: {e}", fmt.name
             continue
         except Exception as e:  # a shape no check foresaw: the row's problem, never the file's
