@@ -12,8 +12,10 @@ Sources (several may be given; pipelines/sft_data.py): --tasks task files (a row
 or `response`, else its domain's demonstration), --domain built-in train tasks demonstrated,
 --examples / --pairs the sft_examples / preference_pairs tables `flywheel import` wrote under a
 folder, --from-run a run's verified successes on their exact ids (rejection-sampling
-fine-tuning), --reviews-run pairs of reviewed attempts. Rows that cannot be used are counted and
-shown, never fatal. With --eval-domain, greedy held-out pass@1 of that domain is measured before
+fine-tuning), --reviews-run pairs of reviewed attempts. Recorded ids are used only where they
+spell the row's text under the starting policy (pipelines/recorded_ids.py); the others are
+re-encoded from the text and counted ("ids re-encoded", also in the checkpoint's meta). Rows
+that cannot be used are counted and shown, never fatal. With --eval-domain, greedy held-out pass@1 of that domain is measured before
 training and after each epoch, printed, and kept in the checkpoint's meta.
 """
 from __future__ import annotations
@@ -117,12 +119,12 @@ def _collect(args, policy, digest: str):
         if args.examples:
             out.extend(sft_data.table_examples(policy, args.examples, digest))
         if args.from_run:
-            out.extend(sft_data.run_examples(args.from_run, args.best_per_task))
+            out.extend(sft_data.run_examples(args.from_run, policy, args.best_per_task))
     else:
         if args.pairs:
             out.extend(sft_data.table_pairs(policy, args.pairs, digest))
         if args.reviews_run:
-            out.extend(sft_data.review_pairs(args.reviews_run))
+            out.extend(sft_data.review_pairs(args.reviews_run, policy))
     return sft_data.within_context(out, policy.context)
 
 
@@ -130,6 +132,8 @@ def _data_table(collected, kind: str) -> Table:
     table = Table("source", kind, title="training data")
     for source, n in sorted(collected.sources.items()):
         table.add_row(escape(source), str(n))
+    for reason, n in sorted(collected.reencoded.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"[yellow]ids re-encoded from the text:[/] {escape(reason)}", str(n))
     for reason, n in sorted(collected.skipped.items(), key=lambda kv: -kv[1]):
         table.add_row(f"[yellow]left out:[/] {escape(reason)}", str(n))
     return table
@@ -214,7 +218,8 @@ def _train(args, console) -> int:
             args.command: {"config": cfg.to_dict(), "seed": args.seed, "start_digest": digest,
                            "start": start,
                            "data": {"sources": dict(collected.sources),
-                                    "left_out": dict(collected.skipped)},
+                                    "left_out": dict(collected.skipped),
+                                    "ids_reencoded": dict(collected.reencoded)},
                            "epochs": history, "heldout": heldout,
                            "eval": {"domain": args.eval_domain, "tasks": args.eval_tasks}
                            if measure else None}}

@@ -4,30 +4,36 @@
     domain_examples(policy, ["chat_arith"], 256, seed)    # built-in train tasks, demonstrated
     table_examples(policy, "imports/", digest)            # `flywheel import`'s sft_examples table
     table_pairs(policy, "imports/", digest)               # ... and its preference_pairs table
-    run_examples("runs/r", best_per_task=True)            # a run's verified successes (RFT)
-    review_pairs("runs/r")                                # reviewed attempts of one group, ranked
+    run_examples("runs/r", policy, best_per_task=True)    # a run's verified successes (RFT)
+    review_pairs("runs/r", policy)                        # reviewed attempts of one group, ranked
 
 Each returns a `Collected`: the examples (trainer/supervised.py rows) or pairs
 (trainer/preference.py) and every row it could not use, counted by reason with the first few
-places named. A bad row is a count, never an exception. Ids are exact where they were recorded
-for the starting weights (a run's rows; an imported row whose `token_source` is the starting
-checkpoint's digest); otherwise text goes through the policy's own chat template.
+places named. A bad row is a count, never an exception. Recorded ids (a run's rows; an
+imported row whose `token_source` is the starting checkpoint's digest) are used only where
+they spell the row's text under the starting policy (pipelines/recorded_ids.py): otherwise the
+text goes through the policy's own encoding and the item is flagged (`ids_reencoded`, counted
+in `Collected.reencoded`); an episode whose action ids do not spell its actions is left out.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 from apache_beam.io.filesystems import FileSystems
 
 from flywheel.domains.episodes import turns_for
 from flywheel.domains.registry import get_domain, prepare_task
 from flywheel.domains.task_files import rows_of_file, where
+from flywheel.pipelines.interaction_formats import message_problem
 from flywheel.pipelines.layout import RunLayout
+from flywheel.pipelines.recorded_ids import SpellCheck
 from flywheel.pipelines.warm_start import demonstrated
 from flywheel.schemas import read_table
 from flywheel.trainer.preference import pair
@@ -45,6 +51,7 @@ class Collected:
     skipped: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)   # "where: why", the first few
     sources: Counter = field(default_factory=Counter)  # source -> items
+    reencoded: Counter = field(default_factory=Counter)  # why recorded ids were not trusted -> items
 
     def add(self, item: dict, source: str) -> None:
         self.items.append({**item, "source": source})
@@ -55,9 +62,16 @@ class Collected:
         if self.skipped[reason] <= NOTES:
             self.notes.append(f"{place}: {reason}")
 
+    def flag(self, place: str, reason: str) -> None:
+        """An item kept on ids re-encoded from its text, since its recorded ids did not spell it."""
+        self.reencoded[reason] += 1
+        if self.reencoded[reason] <= NOTES:
+            self.notes.append(f"{place}: ids re-encoded from the text ({reason})")
+
     def extend(self, other: Collected) -> Collected:
         self.items += other.items
         self.skipped.update(other.skipped)
+        self.reencoded.update(other.reencoded)
         self.sources.update(other.sources)
         self.notes += other.notes
         return self
@@ -145,6 +159,8 @@ def _imported(folder: str, table: str) -> list[dict]:
     except FileNotFoundError:
         raise FileNotFoundError(f"{folder}: no {table} table at {uri} (write one with "
                                 "`flywheel import`)") from None
+    except (pa.ArrowException, OSError) as e:  # a file of another shape: name it, not a traceback
+        raise ValueError(f"{uri}: not a readable {table} table ({type(e).__name__}: {e})") from None
 
 
 def _prompt_ids(policy, row: dict) -> list[int]:
@@ -155,8 +171,9 @@ def _prompt_ids(policy, row: dict) -> list[int]:
             messages = json.loads(row["messages"])
         except (ValueError, RecursionError) as e:  # "[[[[..." nested past Python's stack
             raise ValueError(f"`messages` is not JSON ({type(e).__name__})") from None
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            raise ValueError("`messages` must be a JSON list of {role, content} objects")
+        problem = message_problem(messages, "messages")
+        if problem:
+            raise ValueError(problem)
         return policy.encode_messages(messages)
     if isinstance(row.get("prompt"), str) and row["prompt"]:
         return policy.encode_prompt(row["prompt"])
@@ -169,24 +186,46 @@ def _place(folder: str, table: str, row: dict, number: int) -> str:
     return f"{folder}/tables/{table}: row {number}"
 
 
+def _recorded(check: SpellCheck, out: Collected, place: str, row: dict, texts: dict[str, str],
+              prompt: list[int]) -> tuple[list[int], dict[str, list[int]], bool]:
+    """(prompt ids, {side: response ids}, exact) of an imported row whose ids name the starting
+    weights: each recorded side kept where it spells its text, else the text's own ids and the
+    row flagged; `texts` maps a side (response, chosen, rejected) to its text."""
+    ids = {side: check.policy.encode_response(text) for side, text in texts.items()}
+    whys = [check.prompt(row.get("prompt_token_ids"), prompt)]
+    for side, text in texts.items():
+        why = check.response(row.get(f"{side}_token_ids"), text)
+        if why is None:
+            ids[side] = list(row[f"{side}_token_ids"])
+        whys.append(f"`{side}_token_ids`: {why}" if why else None)
+    whys = [w for w in whys if w]
+    for why in whys[:1]:
+        out.flag(place, why)
+    return prompt, ids, not whys
+
+
 def table_examples(policy, folder: str, digest: str) -> Collected:
-    """Examples of `folder`'s sft_examples table: exact ids when `token_source` is `digest`
-    (the starting weights'), else `messages`/`prompt` and `response` encoded by the policy."""
-    out = Collected()
+    """Examples of `folder`'s sft_examples table: `messages`/`prompt` and `response` encoded by
+    the policy, or the recorded ids where `token_source` is `digest` (the starting weights') and
+    they spell that text (recorded_ids.py); ids that do not are re-encoded and flagged."""
+    out, check = Collected(), SpellCheck(policy)
     for number, row in enumerate(_imported(folder, "sft_examples"), start=1):
         place = _place(folder, "sft_examples", row, number)
-        exact = row.get("prompt_token_ids") and row.get("response_token_ids")
-        if exact and row.get("token_source") == digest:
-            out.add(example(row["prompt_token_ids"], row["response_token_ids"],
-                            task_id=row.get("task_id")), "examples (exact ids)")
-            continue
         if not isinstance(row.get("response"), str) or not row["response"]:
-            out.skip(place, "no `response` text (and no ids of the starting weights)")
+            out.skip(place, "no `response` text (recorded ids are only used where they spell it)")
             continue
         try:
             prompt = _prompt_ids(policy, row)
         except ValueError as e:
             out.skip(place, str(e))
+            continue
+        if row.get("token_source") == digest and (row.get("prompt_token_ids")
+                                                   or row.get("response_token_ids")):
+            prompt, ids, exact = _recorded(check, out, place, row, {"response": row["response"]},
+                                           prompt)
+            out.add(example(prompt, ids["response"], task_id=row.get("task_id"),
+                            ids_reencoded=not exact),
+                    "examples (exact ids)" if exact else "examples (ids re-encoded)")
             continue
         out.add(example(prompt, policy.encode_response(row["response"]), task_id=row.get("task_id")),
                 "examples")
@@ -194,68 +233,117 @@ def table_examples(policy, folder: str, digest: str) -> Collected:
 
 
 def table_pairs(policy, folder: str, digest: str) -> Collected:
-    """Pairs of `folder`'s preference_pairs table, exact ids when `token_source` is `digest`."""
-    out = Collected()
+    """Pairs of `folder`'s preference_pairs table, on the recorded ids where `token_source` is
+    `digest` and they spell the texts, else on the texts encoded by the policy (flagged where
+    recorded ids were refused)."""
+    out, check = Collected(), SpellCheck(policy)
     for number, row in enumerate(_imported(folder, "preference_pairs"), start=1):
         place = _place(folder, "preference_pairs", row, number)
-        ids = [row.get(f"{k}_token_ids") for k in ("prompt", "chosen", "rejected")]
-        if row.get("token_source") == digest and all(ids):
-            out.add(pair(*ids, margin=row.get("margin")), "pairs (exact ids)")
-            continue
         if not all(isinstance(row.get(k), str) and row[k] for k in ("chosen", "rejected")):
-            out.skip(place, "`chosen` or `rejected` text missing (and no ids of the starting weights)")
+            out.skip(place, "`chosen` or `rejected` text missing (recorded ids are only used "
+                     "where they spell it)")
             continue
         if row["chosen"] == row["rejected"]:
             out.skip(place, "`chosen` and `rejected` are the same text")
             continue
+        margin = row.get("margin")
+        margin = margin if isinstance(margin, (int, float)) and math.isfinite(margin) else None
         try:
             prompt = _prompt_ids(policy, row)
         except ValueError as e:
             out.skip(place, str(e))
             continue
+        texts = {"chosen": row["chosen"], "rejected": row["rejected"]}
+        if row.get("token_source") == digest and any(
+                row.get(f"{k}_token_ids") for k in ("prompt", "chosen", "rejected")):
+            prompt, ids, exact = _recorded(check, out, place, row, texts, prompt)
+            out.add(pair(prompt, ids["chosen"], ids["rejected"], margin=margin,
+                         ids_reencoded=not exact),
+                    "pairs (exact ids)" if exact else "pairs (ids re-encoded)")
+            continue
         out.add(pair(prompt, policy.encode_response(row["chosen"]),
-                     policy.encode_response(row["rejected"]), margin=row.get("margin")), "pairs")
+                     policy.encode_response(row["rejected"]), margin=margin), "pairs")
     return out
 
 
 # -- a run's own attempts ------------------------------------------------------------------------
 RUN_COLUMNS = ["iteration", "domain", "task_id", "group_id", "sample_index", "verdict", "filtered",
                "filter_reason", "reward_raw", "prompt_token_ids", "response_token_ids",
-               "response_mask", "segments", "response"]
+               "response_mask", "segments", "response", "prompt", "turns"]
 
 
-def run_examples(run_dir: str, best_per_task: bool = False) -> Collected:
+def trusted_row(check: SpellCheck, row: dict) -> tuple[dict | None, str | None, str | None]:
+    """(row, why it was re-encoded, None) of a trajectories row read from a folder: a one-turn
+    row keeps its ids where they spell its `prompt` and `response` (a rollout's own cut of the
+    prompt included), else it is re-encoded from those texts; an episode (a response mask or
+    segments) keeps its ids where each action's and summary's ids spell its text, else
+    (None, None, why): an episode's observations cannot be re-encoded from a text."""
+    policy = check.policy
+    if row.get("response_mask") is not None or row.get("segments"):
+        own = {"response_token_ids": row.get("response_token_ids"),
+               "response_mask": row.get("response_mask")}
+        why = check.episode([*(row.get("segments") or []), own], row.get("turns") or [])
+        return (row, None, None) if why is None else (None, None, f"an episode: {why}")
+    prompt, response = row.get("prompt"), row.get("response")
+    if not isinstance(prompt, str) or not isinstance(response, str):
+        return None, None, "no recorded `prompt` or `response` text to check the ids against"
+    own_prompt = policy.encode_prompt(prompt)
+    why = (check.prompt(row.get("prompt_token_ids"), own_prompt)
+           or check.response(row.get("response_token_ids"), response))
+    if why is None:
+        return row, None, None
+    return ({**row, "prompt_token_ids": own_prompt,
+             "response_token_ids": policy.encode_response(response), "response_mask": None},
+            why, None)
+
+
+def run_examples(run_dir: str, policy, best_per_task: bool = False) -> Collected:
     """Rejection-sampling fine-tuning data: the run's trajectories with verdict 'pass' that no
-    filter dropped, on their exact ids (see `success_examples`)."""
+    filter dropped, on their ids where they spell the rows' texts under `policy` (see
+    `success_examples`)."""
     rows = RunLayout(run_dir).read_table("trajectories", columns=RUN_COLUMNS,
                                          filter=ds.field("verdict") == "pass").to_pylist()
     if not rows:
         raise ValueError(f"--from-run {run_dir}: no trajectory with verdict 'pass' (is it a run "
                          "folder with tables/trajectories?)")
-    return success_examples(rows, best_per_task, f"{run_dir}/tables/trajectories")
+    return success_examples(rows, best_per_task, f"{run_dir}/tables/trajectories", policy)
 
 
-def success_examples(rows: list[dict], best_per_task: bool = False, place: str = "rows"
-                     ) -> Collected:
+def success_examples(rows: list[dict], best_per_task: bool = False, place: str = "rows",
+                     policy=None) -> Collected:
     """Examples of trajectory rows that passed and were not filtered, on the ids the policy
     sampled (an episode's observations masked out, each context segment its own example);
     identical responses to one task kept once; with `best_per_task`, one per task: the highest
-    reward, then the shortest response."""
+    reward, then the shortest response. Rows read from a folder are checked under `policy`
+    (`trusted_row`); only rows a rollout of this process just returned may go unchecked."""
     out, seen = Collected(), set()
+    check = SpellCheck(policy) if policy is not None else None
     kept: dict[str, list[dict]] = defaultdict(list)
     for i, r in enumerate(rows):
         at = f"{place}: {r.get('group_id') or r.get('task_id')}#{r.get('sample_index', i)}"
         if r.get("verdict") != "pass":
             out.skip(at, f"verdict {r.get('verdict')!r}, not a verified success")
-        elif r.get("filtered"):
+            continue
+        if r.get("filtered"):
             out.skip(at, f"filtered ({r.get('filter_reason') or 'no reason given'})")
-        elif not r.get("prompt_token_ids") or not r.get("response_token_ids"):
+            continue
+        if not r.get("prompt_token_ids") or not r.get("response_token_ids"):
             out.skip(at, "no prompt or response token ids")
-        elif (r["task_id"], tuple(r["response_token_ids"])) in seen:
+            continue
+        if check is not None:
+            r, reencoded, refused = trusted_row(check, r)
+            if r is None:
+                out.skip(at, refused)
+                continue
+            if reencoded:
+                r = {**r, "ids_reencoded": True}
+        if (r["task_id"], tuple(r["response_token_ids"])) in seen:
             out.skip(at, "the same response to the same task again")
-        else:
-            seen.add((r["task_id"], tuple(r["response_token_ids"])))
-            kept[r["task_id"]].append(r)
+            continue
+        if r.get("ids_reencoded"):
+            out.flag(at, reencoded)
+        seen.add((r["task_id"], tuple(r["response_token_ids"])))
+        kept[r["task_id"]].append(r)
     for task_id, group in kept.items():
         if best_per_task:
             best = min(group, key=lambda r: (-(r.get("reward_raw") or 0.0), len(r["response_token_ids"])))
@@ -264,7 +352,9 @@ def success_examples(rows: list[dict], best_per_task: bool = False, place: str =
         for r in group:
             for s in segment_rows(r):
                 out.add(example(s["prompt_token_ids"], s["response_token_ids"], s.get("response_mask"),
-                                task_id=task_id, domain=r.get("domain")), "run successes")
+                                task_id=task_id, domain=r.get("domain"),
+                                ids_reencoded=bool(r.get("ids_reencoded"))),
+                        "run successes (ids re-encoded)" if r.get("ids_reencoded") else "run successes")
     return out
 
 
@@ -272,12 +362,13 @@ def response_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def review_pairs(run_dir: str) -> Collected:
+def review_pairs(run_dir: str, policy) -> Collected:
     """Pairs of reviewed attempts: two attempts of one group (same prompt) whose reviews scored
     them differently, the higher chosen (`margin`: the score difference); every such pair of a
-    group. An attempt's latest review counts; one whose `response_digest` names another text
-    than the attempt's response is left out."""
-    layout, out = RunLayout(run_dir), Collected()
+    group. An attempt's latest review counts; one that names no text, or another text than the
+    attempt's response (`response_digest`), or whose score is no number in [0, 1], is left out;
+    an attempt's ids are used where they spell its texts under `policy` (`trusted_row`)."""
+    layout, out, check = RunLayout(run_dir), Collected(), SpellCheck(policy)
     reviews = layout.read_table("reviews").to_pylist()
     if not reviews:
         raise ValueError(f"--reviews-run {run_dir}: no reviews table rows (label attempts with "
@@ -286,6 +377,9 @@ def review_pairs(run_dir: str) -> Collected:
     for r in sorted(reviews, key=lambda r: (r.get("created_at") is not None, r.get("created_at") or 0)):
         if r.get("group_id") is None or r.get("sample_index") is None or r.get("score") is None:
             out.skip(f"review {r.get('review_id')}", "no group_id, sample_index or score")
+            continue
+        if not (math.isfinite(r["score"]) and 0 <= r["score"] <= 1):
+            out.skip(f"review {r.get('review_id')}", "`score` is not a number in [0, 1]")
             continue
         latest[(r["group_id"], r["sample_index"])] = r
     groups = sorted({g for g, _ in latest})
@@ -301,10 +395,17 @@ def review_pairs(run_dir: str) -> Collected:
             out.skip(at, "the attempt has no token ids")
         elif attempt.get("segments"):
             out.skip(at, "a multi-segment episode (no one sequence to score)")
-        elif digest and digest != response_digest(attempt.get("response") or ""):
+        elif not digest:
+            out.skip(at, "the review names no response text (`response_digest`)")
+        elif digest != response_digest(attempt.get("response") or ""):
             out.skip(at, "the review labels another text than the attempt's response")
+        elif (checked := trusted_row(check, attempt))[0] is None:
+            out.skip(at, checked[2])
         else:
-            scored[key[0]].append((float(review["score"]), attempt))
+            if checked[1]:
+                out.flag(at, checked[1])
+            scored[key[0]].append((float(review["score"]), {**checked[0],
+                                                            "ids_reencoded": bool(checked[1])}))
     for group_id, items in scored.items():
         if len(items) < 2:
             out.skipped["the only reviewed attempt of its group"] += 1
@@ -318,7 +419,10 @@ def review_pairs(run_dir: str) -> Collected:
                     continue
                 out.add(pair(a["prompt_token_ids"], a["response_token_ids"], b["response_token_ids"],
                              chosen_mask=a.get("response_mask"), rejected_mask=b.get("response_mask"),
-                             margin=score_a - score_b, task_id=a.get("task_id")), "reviews")
+                             margin=score_a - score_b, task_id=a.get("task_id"),
+                             ids_reencoded=a["ids_reencoded"] or b["ids_reencoded"]),
+                        "reviews (ids re-encoded)" if a["ids_reencoded"] or b["ids_reencoded"]
+                        else "reviews")
     return out
 
 

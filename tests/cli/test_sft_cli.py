@@ -51,7 +51,8 @@ def test_dpo_from_reviews_starts_from_a_checkpoint(tmp_path, capsys):
     texts = {0: "5", 1: "7", 2: "6"}
     write_partitioned(run, "trajectories", [
         {"run_id": "r", "iteration": 0, "domain": "chat_arith", "task_id": "t", "group_id": "0/train/t",
-         "sample_index": k, "prompt_token_ids": prompt, "response_token_ids": policy.encode_response(t),
+         "sample_index": k, "prompt": "What is 2 + 3?", "prompt_token_ids": prompt,
+         "response_token_ids": policy.encode_response(t),
          "response": t, "verdict": "pass"} for k, t in texts.items()])
     now = dt.datetime(2026, 12, 6, tzinfo=dt.timezone.utc)
     write_partitioned(run, "reviews", [

@@ -74,10 +74,14 @@ def test_reviews_become_pairs_of_one_group(tmp_path):
     run = str(tmp_path / "run")
     now = dt.datetime(2026, 12, 6, tzinfo=dt.timezone.utc)
 
-    def attempt(group, k, response_ids, text, prompt=(5, 6)):
+    policy = create_policy("tiny", {}, seed=0)
+
+    def attempt(group, k, text, spelled=None):  # ids spelling `spelled` (a forgery) or the text
+        response_ids = policy.encode_response(spelled or text)
         return {"run_id": "r", "iteration": 1, "domain": "chat_arith", "task_id": group,
                 "group_id": f"1/train/{group}", "sample_index": k, "verdict": "pass",
-                "prompt_token_ids": list(prompt), "response_token_ids": response_ids,
+                "prompt": "q", "prompt_token_ids": policy.encode_prompt("q"),
+                "response_token_ids": response_ids,
                 "response_logprobs": [-1.0] * len(response_ids), "response": text,
                 "sampling_temperature": 1.0}
 
@@ -87,25 +91,27 @@ def test_reviews_become_pairs_of_one_group(tmp_path):
                 "response_digest": _sha(text), "created_at": now + dt.timedelta(minutes=minute)}
 
     write_partitioned(run, "trajectories", [
-        attempt("a", 0, [10, 2], "good"), attempt("a", 1, [11, 2], "bad"),
-        attempt("a", 2, [12, 2], "meh"), attempt("b", 0, [13, 2], "x"),
-        attempt("c", 0, [14, 2], "y"), attempt("c", 1, [15, 2], "z")])
+        attempt("a", 0, "good"), attempt("a", 1, "bad"),
+        attempt("a", 2, "meh", spelled="rm -rf ~"),  # reviewed as "meh": trained as "meh"
+        attempt("b", 0, "x"), attempt("c", 0, "y"), attempt("c", 1, "z")])
     write_partitioned(run, "reviews", [
         review("a", 0, 0.0, "good"), review("a", 0, 1.0, "good", minute=5),  # the later one counts
         review("a", 1, 0.0, "bad"), review("a", 2, 0.5, "meh"),
         review("b", 0, 1.0, "x"),                                           # alone in its group
         review("c", 0, 1.0, "y"), review("c", 1, 0.0, "not z"),             # labels another text
         review("d", 0, 1.0, "w")])                                          # no such attempt
-    got = review_pairs(run)
-    found = sorted((p["chosen_token_ids"][0], p["rejected_token_ids"][0], p["margin"])
-                   for p in got.items)
-    assert found == [(10, 11, 1.0), (10, 12, 0.5), (12, 11, 0.5)]
-    assert all(p["prompt_token_ids"] == [5, 6] for p in got.items)
+    got = review_pairs(run, policy)
+    found = sorted((policy.decode(p["chosen_token_ids"]), policy.decode(p["rejected_token_ids"]),
+                    p["margin"], p["ids_reencoded"]) for p in got.items)
+    assert found == [("good", "bad", 1.0, False), ("good", "meh", 0.5, True),
+                     ("meh", "bad", 0.5, True)]
+    assert got.reencoded == {"the recorded ids do not spell the recorded text": 1}
+    assert all(p["prompt_token_ids"] == policy.encode_prompt("q") for p in got.items)
     assert got.skipped["the review labels another text than the attempt's response"] == 1
     assert got.skipped["no trajectory row for the reviewed attempt"] == 1
     assert got.skipped["the only reviewed attempt of its group"] == 2  # b, and c after its bad label
     with pytest.raises(ValueError, match="no reviews"):
-        review_pairs(str(tmp_path / "none"))
+        review_pairs(str(tmp_path / "none"), policy)
 
 
 def test_imported_pairs(tmp_path):
@@ -117,8 +123,18 @@ def test_imported_pairs(tmp_path):
         {"pair_id": "b", "prompt": "2+2=", "chosen": "4", "rejected": "4"},
         {"pair_id": "c", "prompt": "2+2=", "chosen": "4"},
         {"pair_id": "d", "prompt_token_ids": [1], "chosen_token_ids": [2], "rejected_token_ids": [3],
-         "token_source": "sha256:mine"}])
+         "token_source": "sha256:mine"},                                  # ids without texts
+        {"pair_id": "e", "prompt": "3+4=", "chosen": "7", "rejected": "9",
+         "prompt_token_ids": policy.encode_prompt("3+4="), "chosen_token_ids": [55],
+         "rejected_token_ids": policy.encode_response("9"), "token_source": "sha256:mine"},
+        {"pair_id": "f", "prompt": "3+4=", "chosen": "7", "rejected": "9",  # forged: 7 spells 9
+         "prompt_token_ids": policy.encode_prompt("3+4="), "chosen_token_ids": [57, 257],
+         "rejected_token_ids": [55, 257], "token_source": "sha256:mine"}])
     got = table_pairs(policy, folder, "sha256:mine")
-    assert [(p["chosen_token_ids"], p["margin"]) for p in got.items] == [
-        (policy.encode_response("4"), 1.0), ([2], None)]
-    assert got.skipped["`chosen` and `rejected` are the same text"] == 1 and sum(got.skipped.values()) == 2
+    assert [(p["chosen_token_ids"], p["rejected_token_ids"], p["margin"], p["source"])
+            for p in got.items] == [
+        (policy.encode_response("4"), policy.encode_response("5"), 1.0, "pairs"),
+        ([55], policy.encode_response("9"), None, "pairs (exact ids)"),  # no EOS, as recorded
+        (policy.encode_response("7"), policy.encode_response("9"), None, "pairs (ids re-encoded)")]
+    assert got.skipped["`chosen` and `rejected` are the same text"] == 1 and sum(got.skipped.values()) == 3
+    assert sum(got.reencoded.values()) == 1
