@@ -75,38 +75,74 @@ class Record:
 
 
 def message_text(message: dict) -> str:
-    """A chat message's text: its `content` string, or the text parts of a content list."""
-    content = message.get("content")
+    """A chat message's text: its `content` string, or the text parts of a content list (a part
+    whose `text` is no string has none; `message_problem` names it where a file is read)."""
+    content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return content if isinstance(content, str) else ""
+
+
+def message_problem(value: Any, where: str) -> str | None:
+    """What is wrong with `value` as a list of chat messages, naming the field (`messages[2]
+    .content[0].text`), or None: each message an object with a string `role` and a `content`
+    that is null, a string or a list of part objects whose `text`, if any, is a string."""
+    if not isinstance(value, list):
+        return f"`{where}`: expected a list of {{role, content}} message objects, got {_kind(value)}"
+    for i, m in enumerate(value):
+        at = f"{where}[{i}]"
+        if not isinstance(m, dict):
+            return f"`{at}`: expected a {{role, content}} message object, got {_kind(m)}"
+        if not isinstance(m.get("role"), str):
+            return f"`{at}.role`: expected a string, got {_kind(m.get('role'))}"
+        content = m.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            return f"`{at}.content`: expected a string or a list of parts, got {_kind(content)}"
+        for j, part in enumerate(content):
+            if not isinstance(part, dict):
+                return f"`{at}.content[{j}]`: expected a part object, got {_kind(part)}"
+            if "text" in part and not isinstance(part["text"], str):
+                return f"`{at}.content[{j}].text`: expected a string, got {_kind(part['text'])}"
+    return None
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
 
 
 def parse_record(obj: dict[str, Any]) -> Record:
     """`obj` (one JSON line) as a Record; FormatProblem when its shape is none of SHAPES."""
-    if isinstance(obj.get("input"), dict) and "preferred_output" in obj:
+    if "input" in obj and ("preferred_output" in obj or "non_preferred_output" in obj):
         return _dpo(obj)
-    if "custom_id" in obj and isinstance(obj.get("body"), dict):
+    if "custom_id" in obj and "body" in obj:
         response = obj.get("response")
         if isinstance(response, dict) and response.get("error") or not isinstance(response, dict):
             raise FormatProblem("missing_response", "the batch request has no response body "
                                 "(expected `response.body` with `choices`)")
-        return _request(obj, obj["body"], response.get("body"), obj["custom_id"])
-    if isinstance(obj.get("request"), dict) and "response" in obj:
-        return _request(obj, obj["request"], obj["response"], None)
+        return _request(obj, _object(obj["body"], "body"), response.get("body"), obj["custom_id"])
+    if "request" in obj and "response" in obj:
+        return _request(obj, _object(obj["request"], "request"), obj["response"], None)
     if "messages" in obj:
         return _fine_tuning(obj)
     if "prompt" in obj:
         return _plain(obj)
-    raise FormatProblem("unknown_shape", f"expected one of the shapes {SHAPES}; got the keys "
-                        f"{', '.join(sorted(obj)[:12]) or 'none'}")
+    raise FormatProblem("unknown_shape", "no `messages`, `request`, `custom_id`, `input` or "
+                        f"`prompt` field: expected one of the shapes {SHAPES}; got the keys "
+                        f"{', '.join(map(str, sorted(obj)[:12])) or 'none'}")
+
+
+def _object(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise FormatProblem("unknown_shape", f"`{where}`: expected an object, got {_kind(value)}")
+    return value
 
 
 def _messages(value: Any, where: str) -> list[dict]:
-    if not isinstance(value, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) for m in value):
-        raise FormatProblem("unknown_shape", f"`{where}`: expected a list of {{role, content}} "
-                            "message objects")
+    problem = message_problem(value, where)
+    if problem:
+        raise FormatProblem("unknown_shape", problem)
     return value
 
 
@@ -149,7 +185,7 @@ def _request(obj: dict, request: dict, response: Any, custom_id: Any) -> Record:
 
 
 def _dpo(obj: dict) -> Record:
-    messages = _messages(obj["input"].get("messages"), "input.messages")
+    messages = _messages(_object(obj["input"], "input").get("messages"), "input.messages")
     pair = []
     for key in ("preferred_output", "non_preferred_output"):
         outputs = obj.get(key)
@@ -220,6 +256,8 @@ def parse_score(value: Any, key: str = "rating") -> float:
         inner = next((value[k] for k in ("status", "conclusion", "result", "rating", "value", "score")
                       if k in value), None)
         return parse_score(inner, key) if inner is not None else parse_score(None, key)
+    if isinstance(value, int) and not -1 <= value <= 1:
+        value = math.inf  # a huge int has no float: out of range either way
     if isinstance(value, (int, float)) and math.isfinite(value):
         if value == -1:
             return 0.0

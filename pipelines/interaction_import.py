@@ -129,6 +129,9 @@ class Importer:
 
     def line(self, path: str, number: int, text: str) -> None:
         """One JSON line of `path`, cleaned of personal data, then read and classified."""
+        self.guarded(f"{path}:{number}", None, self._line, path, number, text)
+
+    def _line(self, path: str, number: int, text: str) -> None:
         at = f"{path}:{number}"
         try:
             obj = json.loads(text)
@@ -148,6 +151,15 @@ class Importer:
             return self.error(at, "unknown_shape", "nested too deep to read; expected one of the "
                               "shapes in docs/IMPORT.md", self._raw_payload(text))
         self.add(record, at, path, number, _stable_id(path, number))
+
+    def guarded(self, at: str, payload: str | None, step, *args) -> None:
+        """`step(*args)`, a line's failure of a kind no reader foresaw kept as its error row
+        (`unreadable_record`, naming the exception), so the lines after it are still read."""
+        try:
+            step(*args)
+        except Exception as e:  # noqa: BLE001 - failures are data: one row, never a stop
+            self.error(at, "unreadable_record", f"could not be read ({type(e).__name__}: "
+                       f"{str(e)[:200]}); expected one of the shapes in docs/IMPORT.md", payload)
 
     def interaction(self, root: str, row: dict, feedback: list[dict]) -> None:
         """One recorder interaction with its feedback rows; token ids of redacted text dropped."""
@@ -175,7 +187,8 @@ class Importer:
         except FormatProblem as p:
             return self.error(at, p.kind, str(p), None)
         record.raw = {**row, "feedback": feedback[-1] if feedback else {}}
-        self.add(record, at, root, None, _stable_id("interaction", row.get("interaction_id")))
+        self.guarded(at, None, self.add, record, at, root, None,
+                     _stable_id("interaction", row.get("interaction_id")))
 
     def add(self, record: Record, at: str, uri: str, line: int | None, rid: str) -> None:
         options, counts = self.options, self.summary.counts

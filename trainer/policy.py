@@ -141,8 +141,9 @@ class PolicyDefaults:
 
 
 def message_text(message: dict) -> str:
-    """A chat message's text: its `content` string, or the text parts of a content list."""
-    content = message.get("content")
+    """A chat message's text: its `content` string, or the text parts of a content list; any
+    other shape (a part whose `text` is no string, a message that is no object) has none."""
+    content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return content if isinstance(content, str) else ""
