@@ -53,7 +53,7 @@ from flywheel.domains.repo_snapshot import (SnapshotError, SnapshotStore, defaul
                                             same_store, split_commit)
 from flywheel.domains.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_SHELL, RUN_TESTS
 from flywheel.domains.snapshot_paths import files_problem
-from flywheel.domains.task_paths import inside_folder
+from flywheel.domains.task_paths import PathError, inside_folder
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.domains.unified_diff import make_diff
 from flywheel.sandbox.contract import check_image
@@ -132,6 +132,8 @@ def store_problem(store: Any) -> str | None:
 
 def repo_problem(repo: Any) -> tuple[dict[str, str], str | None]:
     """(the snapshot's files, None) or ({}, why field `repo` is unusable)."""
+    if isinstance(repo, dict) and isinstance(repo.get("unreadable"), str):
+        return {}, repo["unreadable"]
     if isinstance(repo, dict) and "snapshot" in repo:
         if "store" in repo and store_problem(repo["store"]):
             return {}, store_problem(repo["store"])
@@ -217,7 +219,10 @@ class RepoDomain(EpisodeDomain):
         folder = task.pop("_folder", None)  # set by a task format reader: where the task file is
         repo = task.get("repo")
         if isinstance(repo, str) or (isinstance(repo, dict) and "path" in repo):
-            task["repo"] = store_snapshot(repo, folder)
+            try:
+                task["repo"] = store_snapshot(repo, folder)
+            except (SnapshotError, PathError) as e:  # told by validate_task, naming the field
+                task["repo"] = {"unreadable": str(e) if isinstance(e, PathError) else f"field `repo`: {e}"}
         elif isinstance(repo, dict) and "snapshot" in repo and "store" not in repo:
             task["repo"] = {**repo, "store": default_store()}  # where it was read: for the record
         task.setdefault("visible_tests", [])
