@@ -256,5 +256,6 @@ def test_tasks_validate_of_hostile_rows_writes_nothing_outside_the_store(tmp_pat
     report = json.loads(capsys.readouterr().out)
     assert report["tasks"] == 0
     assert {p.split(": ")[1] for p in report["problems"]} == {f"line {i + 1}" for i in range(len(rows))}
+    assert all("field `repo" in p or "field `hidden_tests`" in p for p in report["problems"]), report
     assert listing(tmp_path, user) == before
     assert not os.path.lexists(target) and not (tmp_path / "canary").exists()
