@@ -47,6 +47,7 @@ import dataclasses
 import difflib
 import json
 import re
+import reprlib
 import tomllib
 import types
 import typing
@@ -68,6 +69,49 @@ class ConfigFile:
     keys: set[str]        # the dotted keys the file sets (a resumed run checks them)
     run_dir: str | None
     beam_args: list[str]  # the [beam] table as command-line flags, placed before the user's own
+    path: str = ""
+    lines: dict = dataclasses.field(default_factory=dict)  # dotted key -> its line in the file
+
+    def located(self, error: Exception) -> str:
+        """A value check's message (ValueError/KeyError of `run_config`, which knows no file)
+        with the file, and the line and key it is about where the message names a key this
+        file sets ("unknown loss 'x'" is about `algorithm.loss`)."""
+        message = str(error.args[0] if isinstance(error, KeyError) and error.args else error)
+        key = _named_key(message, self.keys)
+        if key is None:
+            return f"{self.path}: {short_text(message)}"
+        line = self.lines.get(key)
+        return f"{self.path}: {f'line {line}: ' if line else ''}`{key}`: {short_text(message)}"
+
+
+def _named_key(message: str, keys: set[str]) -> str | None:
+    """The key of `keys` that `message` names (dotted, as its flag, or by its last part as a
+    word), the longest such name first; None when it names none."""
+    names = sorted(((name, key) for key in keys for name in
+                    (key, "--" + key.split(".")[-1].replace("_", "-"), key.split(".")[-1])),
+                   key=lambda pair: -len(pair[0]))
+    for name, key in names:
+        if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", message):
+            return key
+    return None
+
+
+def short_text(value, limit: int = 300) -> str:
+    """`value` (text) cut to `limit` characters, marked: a message quotes what a file holds."""
+    value = str(value)
+    return value if len(value) <= limit else value[:limit - 20] + f"... ({len(value)} characters)"
+
+
+def short_repr(value) -> str:
+    """repr of a value from a file, bounded in length and depth (a YAML file's aliases can make
+    a structure whose full repr is exponentially long)."""
+    return _REPR.repr(value)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 60
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+_REPR.maxlevel = 3
 
 
 def read_config_file(path: str) -> ConfigFile:
@@ -75,7 +119,7 @@ def read_config_file(path: str) -> ConfigFile:
     from apache_beam.io.filesystems import FileSystems
     try:
         with FileSystems.open(path) as f:
-            text = f.read().decode("utf-8")
+            text = f.read().decode("utf-8-sig")  # a BOM some editors write is not a setting
     except Exception as e:  # OSError, UnicodeDecodeError, each filesystem's own IOErrors
         raise ConfigFileError(f"{path}: cannot read the config file: {e}") from e
     if path.endswith((".yaml", ".yml")):
@@ -93,7 +137,7 @@ def read_config_file(path: str) -> ConfigFile:
 
     run_dir = data.pop("run_dir", None)
     if run_dir is not None and not isinstance(run_dir, str):
-        raise fail("run_dir", f"`run_dir` must be a string, got {run_dir!r}")
+        raise fail("run_dir", f"`run_dir` must be a string, got {short_repr(run_dir)}")
     beam = data.pop(BEAM_TABLE, {})
     if not isinstance(beam, dict):
         raise fail(BEAM_TABLE, f"`{BEAM_TABLE}` must be a table of Beam pipeline options")
@@ -106,13 +150,16 @@ def read_config_file(path: str) -> ConfigFile:
             lines.setdefault(new, lines[old])
     values, keys = RunConfig().to_dict(), set()
     _merge(RunConfig, data, values, keys, "", fail)
-    return ConfigFile(values, keys, run_dir, _beam_args(beam, fail))
+    return ConfigFile(values, keys, run_dir, _beam_args(beam, fail), path, lines)
 
 
 def _merge(klass, data: dict, into: dict, keys: set[str], prefix: str, fail) -> None:
     hints = typing.get_type_hints(klass)
     names = [f.name for f in dataclasses.fields(klass)]
     for name, value in data.items():
+        if not isinstance(name, str):  # a YAML key may be a number, null or a list
+            raise fail(prefix + str(name), f"key {short_repr(name)}{f' in [{prefix[:-1]}]' if prefix else ''}"
+                       " is not a name; keys are words like `n_samples`")
         dotted = prefix + name
         if name not in names:
             known = names + (list(FILE_ONLY_KEYS) + [BEAM_TABLE] if not prefix else [])
@@ -129,7 +176,7 @@ def _merge(klass, data: dict, into: dict, keys: set[str], prefix: str, fail) -> 
         try:
             into[name] = _checked(value, hint)
         except TypeError as e:
-            raise fail(dotted, f"`{dotted}` {e}, got {value!r}") from None
+            raise fail(dotted, f"`{dotted}` {e}, got {short_repr(value)}") from None
         keys.add(dotted)
 
 
@@ -166,11 +213,17 @@ def _beam_args(beam: dict, fail) -> list[str]:
     known = {f.lstrip("-") for f in known_flags() if f.startswith("--")}
     args = []
     for name, value in beam.items():
+        if not isinstance(name, str):
+            raise fail(f"{BEAM_TABLE}.{name}", f"key {short_repr(name)} in [{BEAM_TABLE}] is not a name")
         if name not in known:
             close = difflib.get_close_matches(name, sorted(known), n=1)
             raise fail(f"{BEAM_TABLE}.{name}", f"unknown key `{BEAM_TABLE}.{name}`: not a Beam "
                        "pipeline option" + (f" (did you mean `{close[0]}`?)" if close else ""))
-        for item in value if isinstance(value, list) else [value]:
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(item, (str, int, float)) for item in items):
+            raise fail(f"{BEAM_TABLE}.{name}", f"`{BEAM_TABLE}.{name}` must be a string, number, true "
+                       f"or false (or an array of them), got {short_repr(value)}")
+        for item in items:
             if item is True:
                 args.append(f"--{name}")
             elif item is not False:
@@ -181,7 +234,7 @@ def _beam_args(beam: dict, fail) -> list[str]:
 def _key_lines(text: str) -> dict[str, int]:
     """Dotted key -> line number, for messages (plain `key = ...` lines under `[table]` headers)."""
     lines, table = {}, ""
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # TOML's lines end at \n only
         if header := re.match(r"\s*\[\s*([A-Za-z0-9_.\s-]+?)\s*\]", line):
             table = header.group(1).replace(" ", "") + "."
             lines.setdefault(table.rstrip("."), number)
