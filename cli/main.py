@@ -76,8 +76,11 @@ def run_settings(argv: list[str]):
     standard = options.view_as(StandardOptions)
     standard.runner = standard.runner or "DirectRunner"  # not Prism, which needs a download
     flywheel = options.view_as(FlywheelOptions)
-    config, explicit = flywheel.run_config(copy.deepcopy(file.values) if file else None,
-                                           file.keys if file else set())
+    try:
+        config, explicit = flywheel.run_config(copy.deepcopy(file.values) if file else None,
+                                               file.keys if file else set())
+    except (KeyError, ValueError) as e:  # a value the file gave: told with its file and line
+        raise (ValueError(file.located(e)) if file else e) from None
     return options, config, explicit, flywheel.run_dir or (file.run_dir if file else None)
 
 
