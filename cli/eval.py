@@ -85,14 +85,21 @@ def settings(argv: list[str]):
     from flywheel.pipelines.flag_check import unknown_arguments
     from flywheel.pipelines.layout import RunLayout
     from flywheel.pipelines.options import FlywheelOptions
+    from flywheel.pipelines.config_file import read_config_file
     args, rest = eval_parser().parse_known_args(argv)
-    run_parser().parse_known_args(rest)  # a malformed run flag is a usage error here too
+    given, _ = run_parser().parse_known_args(rest)  # a malformed run flag is a usage error here too
+    file = read_config_file(given.config) if given.config else None  # ConfigFileError: a ValueError
+    if file and args.run_dir:
+        raise ValueError("--config and --run-dir: give one (a run's settings are its run.json)")
     unknown = unknown_arguments(rest)
     if unknown:
         raise ValueError("\n".join(unknown))
     if args.n < 1:
         raise ValueError(f"--n must be >= 1, got {args.n}")
-    options = PipelineOptions(rest)
+    wrong = unknown_arguments(file.beam_args) if file else []
+    if wrong:  # a [beam] value Beam's parser refuses
+        raise ValueError("\n".join(f"{given.config}: [beam]: {message}" for message in wrong))
+    options = PipelineOptions((file.beam_args if file else []) + rest)
     options.view_as(StandardOptions).runner = options.view_as(StandardOptions).runner or "DirectRunner"
     base, checkpoint, iteration = None, None, args.iteration or 0
     if args.run_dir:
@@ -108,7 +115,11 @@ def settings(argv: list[str]):
             raise ValueError(f"--iteration {iteration}: the run has committed {committed}")
         checkpoint = layout.checkpoint(iteration)
         iteration += 1  # recorded as the policy version it is, as --eval-every records it
-    config, explicit = options.view_as(FlywheelOptions).run_config(base)
+    try:
+        config, explicit = options.view_as(FlywheelOptions).run_config(
+            file.values if file else base, file.keys if file else set())
+    except (KeyError, ValueError) as e:  # a value the file gave: told with its file and line
+        raise (ValueError(file.located(e)) if file else e) from None
     if base is None and "rollout.heldout_per_domain" not in explicit:
         config = RunConfig.from_dict({**config.to_dict(), "rollout": {
             **config.to_dict()["rollout"], "heldout_per_domain": DEFAULT_TASKS}})
