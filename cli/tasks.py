@@ -11,6 +11,11 @@ domain. Repository tasks are also run in the sandbox (`--sandbox`: local, or doc
 name their image; `--no-run` skips it): the snapshot as it is must fail every hidden check and
 pass every regression check, and the `reference_patch`, when given, must pass them all; each
 check that does not is a problem. Exit status 1 when anything is wrong.
+
+A task file is untrusted: validating one writes only to your snapshot store
+($FLYWHEEL_SNAPSHOT_STORE, the snapshots its rows name, read by domains/repo_snapshot.py's rules)
+and, for the sandbox runs, the snapshot base cache ($FLYWHEEL_SNAPSHOT_CACHE); a row cannot name
+another store, a file outside its task file's folder, or a name that leaves the snapshot's root.
 """
 
 from __future__ import annotations

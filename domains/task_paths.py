@@ -6,6 +6,11 @@ and what it reads would go into prompts and tables. So a named path must be rela
 every symlink is resolved (os.path.realpath) it must still be under the real folder of the task
 file (os.path.commonpath); a task file on a remote filesystem (gs://...) can name no local file.
 The returned path is the resolved one: what was checked is what is opened.
+
+Every such field goes through `inside_folder`: Spider's `db_path`, `database` and `db_id`, a
+SWE-bench row's snapshot, a native repo row's `repo` path. The folder is the one the task file
+reader says (task_files.py), never one a row names; a row no reader placed (built in code) is
+relative to the working directory.
 """
 
 from __future__ import annotations
