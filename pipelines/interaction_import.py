@@ -14,7 +14,9 @@ is an `errors` row naming file:line; nothing stops at the first. Files are strea
 (a line over `max_line_bytes` is an error, never held); tables are written in chunks.
 Personal data goes before anything is stored: `drop_fields` paths are removed (from every
 message too), `redact` replaces e-mail addresses and phone numbers, and token ids of a text
-that changed are dropped, since they no longer spell it. Beam-free but for FileSystems (reading).
+that changed are dropped, since they no longer spell it. Recorded ids are kept as evidence,
+never trusted here: `flywheel sft`/`dpo` use them only where they spell the row's text under
+the starting policy (pipelines/recorded_ids.py). Beam-free but for FileSystems (reading).
 """
 
 from __future__ import annotations
@@ -86,6 +88,14 @@ def resolve_inputs(patterns: list[str]) -> list[tuple[str, str]]:
         found += [("file", m.path if "://" in m.path else os.path.abspath(m.path))
                   for m in sorted(matched, key=lambda m: m.path)]
     return found
+
+
+def _token_ids(ids: Any) -> bool:
+    """Whether `ids` could be a tokenizer's: a non-empty list of non-negative ints. Whether they
+    spell the row's text is checked where they re-enter training, under the tokenizer the row
+    names (pipelines/recorded_ids.py): the importer holds no tokenizer."""
+    return isinstance(ids, list) and bool(ids) and all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
 
 
 def _stable_id(*parts: Any) -> str:
@@ -182,6 +192,10 @@ class Importer:
             if changed:
                 row["response_token_ids"] = None
             feedback, _ = redact(feedback, self.options.redact)
+        for column in ("prompt_token_ids", "response_token_ids"):
+            if row.get(column) is not None and not _token_ids(row[column]):
+                row[column] = None  # no ids at all rather than ids no tokenizer makes
+                self.summary.counts["token ids dropped (not token ids)"] += 1
         try:
             record = interaction_record(row, feedback)
         except FormatProblem as p:
