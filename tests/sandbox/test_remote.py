@@ -20,7 +20,8 @@ SLEEP = ExecRequest({"main.py": "import time\ntime.sleep(1.0)\nprint('slept')"},
 def post(url, request, token="test-token"):
     """(status, JSON body) of one raw POST /run."""
     http = urllib.request.Request(url + "/run", data=dump_request(request), method="POST",
-                                  headers={"Authorization": f"Bearer {token}"})
+                                  headers={"Authorization": f"Bearer {token}",
+                                           "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(http, timeout=30) as response:
             return response.status, json.loads(response.read())
@@ -55,7 +56,8 @@ def test_a_wrong_token_or_a_bad_request_is_refused(sandbox_service):
     status, body = post(url, SLEEP, token="wrong")
     assert status == 401, body
     http = urllib.request.Request(url + "/run", data=b'{"files": 1}', method="POST",
-                                  headers={"Authorization": "Bearer test-token"})
+                                  headers={"Authorization": "Bearer test-token",
+                                           "Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(http, timeout=10)
     assert refused.value.code == 400 and "malformed" in json.loads(refused.value.read())["error"]
