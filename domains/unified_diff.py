@@ -289,12 +289,29 @@ def _header_owner(lines, i):
     return j + 1 if j >= 0 and lines[j].startswith("diff --git ") else None
 
 
+def normalize_path(path):
+    """`path` in the one spelling a repository path has here: backslashes as slashes, no empty or
+    `.` parts (`./tests/x.py`, `a/./b`, `a//b` are `tests/x.py`, `a/b`, `a/b`); None when it is
+    not a path inside the repository (empty, absolute, a drive, a `..` part, a NUL, a line break)."""
+    if not isinstance(path, str) or any(c in path for c in "\0\n\r"):
+        return None
+    path = path.replace("\\", "/")
+    if path.startswith("/") or re.match(r"[A-Za-z]:/", path):
+        return None
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        return None
+    return "/".join(parts)
+
+
 def _check_path(path, where):
+    """`path` normalized (normalize_path), or PatchError saying why it is not a repository path."""
     if not path or path == "/dev/null":
         _fail(f"{where}: no file path in the header")
-    absolute = path.startswith("/") or re.match(r"[A-Za-z]:[/\\]", path)
-    if "\0" in path or absolute or ".." in path.split("/"):
-        _fail(f"{where}: path {_show(path)} must be relative, with no `..` part")
+    normal = normalize_path(path)
+    if normal is None:
+        _fail(f"{where}: path {_show(path)} must be relative, inside the repository, with no `..` part")
+    return normal
 
 
 # ---- applying ------------------------------------------------------------------------------
@@ -389,13 +406,12 @@ def apply_diff(files: dict[str, str], diff: str) -> dict[str, str | None]:
               "(or `diff --git a/PATH b/PATH`) before its `@@` hunks")
     changes, seen, budget = {}, set(), [SEARCH_BUDGET]
     for patch in patches:
-        path = patch.path
         where = f"diff line {patch.line_no}"
-        _check_path(path, where)
+        path = _check_path(patch.path, where)
         where = _cut(path)
         if patch.unsupported:
             _fail(f"{where}: {patch.unsupported}")
-        if not (patch.adds or patch.deletes) and patch.old != patch.new:
+        if not (patch.adds or patch.deletes) and normalize_path(patch.old) != normalize_path(patch.new):
             _fail(f"{where}: renames are not supported ({_show(patch.old)} -> "
                   f"{_show(patch.new)}); delete and add the file")
         if path in seen:
@@ -442,7 +458,7 @@ def changed_paths(diff: str) -> list[str]:
         except (ValueError, IndexError):
             continue
         for path in pair:
-            path = _strip_prefix(path)
-            if path and path != "/dev/null":
+            path = normalize_path(_strip_prefix(path)) if path != "/dev/null" else None
+            if path:
                 found.setdefault(path, None)
     return list(found)

@@ -11,7 +11,8 @@ this file, loaded by path. Modes:
   report what it printed and how the tree changed (files changed or added, with their text, and
   files deleted), so the trusted side keeps the episode's state as changes from the snapshot;
 - `score`: apply the answer and evaluate the task's checks, pristine tests restored (repo_checks.py);
-- `checks` / `runtests`: the children (the checks' evaluator; the visible tests' runner).
+- `checks`: the checks' evaluator child. The visible tests' runner and the trusted pytest run
+  are started through child_channel.py's launcher, from the text read_sources kept.
 
 A task's environment (packages, pytest among them) is mounted read-only at ENV, or built into the
 task's docker image there; the children put it first on sys.path, shell commands get it on
@@ -26,7 +27,6 @@ JSON. Standard library only.
 import ctypes
 import fnmatch
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -52,12 +52,36 @@ def env_paths():
     return [ENV] if os.path.isdir(ENV) else []
 
 
+SIBLINGS = ("unified_diff", "repo_checks", "child_channel", "pytest_report", "pytest_run")
+SOURCES = {}  # name -> (path, text): this file and its siblings, read before any of the repository runs
+
+
+def read_sources():
+    """Keep this file's and its siblings' text in memory: what the repository's code runs later
+    may rewrite the files on disk, so every later load and every child's code comes from here."""
+    for name in ("harness", *SIBLINGS):
+        path = os.path.abspath(__file__) if name == "harness" else os.path.join(HERE, name + ".py")
+        if name not in SOURCES and os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                SOURCES[name] = (path, f.read())
+
+
 def load_sibling(name):
-    """The module `name` beside this file, loaded by path (the work dir is never on sys.path)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """The module `name` beside this file, from the text read_sources kept (the work dir is
+    never on sys.path)."""
+    read_sources()
+    path, source = SOURCES[name]
+    module = type(sys)(name)
+    module.__file__ = path
+    exec(compile(source, path, "exec"), vars(module))  # noqa: S102  our own sibling
     return module
+
+
+def child_modules(*names):
+    """[(name, path, source, register)] for child_channel.py's launcher: this file registered as
+    `harness` (what repo_checks.py reads the tree through), the others as given."""
+    read_sources()
+    return [[name, *SOURCES[name], name == "harness"] for name in names]
 
 
 def load_unified_diff():
@@ -292,14 +316,17 @@ def shell_env():
     return env
 
 
-def run_logged(argv, budget_s, log_bytes, cwd=REPO, stdin=None):
+def run_logged(argv, budget_s, log_bytes, cwd=REPO, stdin=None, pass_fds=(), env=None, on_start=None):
     """(exit code or None on timeout, the output's tail): `argv` in its own session, killed with
-    whatever it started when it ends or runs out of time."""
+    whatever it started when it ends or runs out of time. `pass_fds` are inherited, `env`
+    replaces shell_env(), `on_start()` runs once the child exists."""
     log_path = os.path.join(os.path.dirname(REPO), ".flywheel", "log.txt")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL if stdin is None else stdin,
                                 stdout=log, stderr=log, close_fds=True, start_new_session=True,
-                                env=shell_env())
+                                env=shell_env() if env is None else env, pass_fds=pass_fds)
+        if on_start is not None:
+            on_start()
         try:
             code = proc.wait(timeout=max(0.1, budget_s))
         except subprocess.TimeoutExpired:
@@ -330,13 +357,25 @@ def tool_tests(args, plan):
     if unknown:
         raise ValueError(f"not a visible test file: {', '.join(unknown)[:200]}; "
                          f"they are {', '.join(plan['visible_tests'])[:300]}")
-    code, out = run_logged([sys.executable, "-I", "-B", os.path.join(HERE, "harness.py"), "runtests",
-                            *wanted], plan["budget_s"], plan["log_bytes"])
-    counts = re.findall(r"^== (\d+) passed, (\d+) failed", out, re.M)
-    passed, failed = map(int, counts[-1]) if counts else (0, 0)
+    code, out, counts = visible_counts(wanted, plan["budget_s"], plan["log_bytes"])
+    if counts is not None:  # the runner's own accounting, never a line it printed
+        PLAN_TESTS.update(counts)
     status = "timed out" if code is None else ""
-    PLAN_TESTS.update(passed=passed, failed=failed)
     return out + (f"\n[{status}]" if status else "")
+
+
+def visible_counts(paths, budget_s, log_bytes):
+    """(exit code, output, {"passed", "failed"} or None): the visible tests run by
+    repo_checks.run_tests in a child whose counts come back signed (child_channel.py); None
+    when the runner sent none, or when something else wrote to its channel."""
+    channel = load_sibling("child_channel")
+    code, out, records, forged = channel.run_child(
+        sys.modules[__name__], child_modules("harness", "child_channel", "repo_checks"),
+        ("repo_checks", "serve_tests"), {"paths": list(paths)}, budget_s, log_bytes)
+    counts = [r for r in records if r.get("kind") == "counts"]
+    if forged or len(counts) != 1:
+        return code, out, None
+    return code, out, {k: int(counts[0][k]) for k in ("passed", "failed")}
 
 
 PLAN_TESTS = {}
@@ -399,13 +438,12 @@ def run_tool(plan, known):
 
 def main():
     mode = sys.argv[1]
+    read_sources()
     sys.modules["harness"] = sys.modules[__name__]  # what repo_checks.py reads the tree through
-    if mode in ("score", "checks", "runtests"):
+    if mode in ("score", "checks"):
         checks = load_sibling("repo_checks")
         if mode == "checks":
             return checks.serve_checks()
-        if mode == "runtests":
-            return checks.run_tests(sys.argv[2:])
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, before any of the repository runs
     plan = json.loads(sys.stdin.read())
     os.makedirs(os.path.join(os.path.dirname(REPO), ".flywheel"), exist_ok=True)

@@ -1,108 +1,155 @@
-"""Scoring side of the repository harness (domains/harnesses/repo.py loads it by path, after
-registering itself as `harness`): the `score` mode and the children it starts.
+"""Scoring side of the repository harness (domains/harnesses/repo.py loads it, after registering
+itself as `harness`): the `score` mode and the children it starts.
 
-- `score`: apply the answer (a unified diff) to the snapshot, put every protected file (tests,
-  conftest.py, ...) back as it was, apply the task's `test_patch` (the pytest checks' files), and
-  evaluate the task's hidden and regression checks in children. Module checks: the child gets each
-  check's module and expression, never its expected value: it sends back the value as JSON text
-  and this parent compares, so nothing the repository's code does can make a wrong value pass (an
-  exit, a patched json, a forged line all leave checks unanswered). Pytest checks: pytest runs the
-  node ids in a child writing a JUnit XML report outside the repository, which this parent reads;
-  a node id missing from it fails, and no report at all (the process exited early) fails them all.
-  Code running inside that pytest process could still rewrite its report deliberately: the
-  protected files (conftest.py, pytest.ini, ...) close the easy doors, not that one;
-- `checks` / `runtests`: the children (the checks' evaluator; the visible tests' runner).
+- `score`: apply the answer (a unified diff, its paths normalized by unified_diff.py) to the
+  snapshot, put the whole TEST TREE back as the snapshot has it (`in_test_tree`: helpers, data,
+  fixtures and every conftest.py included; a file the response added there is removed, so it
+  takes no part), apply the task's `test_patch`, and evaluate the task's checks in children.
+  Editing a test-tree file the snapshot or the test_patch has, or adding a conftest.py, is
+  flagged (`tampered`); new test files, data and reproduction scripts are allowed, as SWE-bench
+  allows them, and simply take no part (`ignored`).
+  Module checks: the child gets each check's module and expression, never its expected value:
+  it sends back the value as JSON text and this parent compares. Pytest checks: pytest_run.py
+  (its own configuration, its signed record, SWE-bench's grading). Around the runs, the test
+  tree's stat keys (ctime cannot be set back) are compared: a test-tree file written, added or
+  removed by the code under test is tampering;
+- `checks` / `serve_tests`: the children (the checks' evaluator; the visible tests' runner,
+  whose counts come back signed, never parsed from what it printed).
 
 Standard library only.
 """
 
 import fnmatch
 import importlib.machinery
+import importlib.util
 import json
 import os
-import re
 import select
 import signal
-import stat
 import subprocess
 import sys
 import time
 import traceback
-import xml.etree.ElementTree as ElementTree
 
 h = sys.modules["harness"]  # the tree, its paths and the logged runs (repo.py)
-JUNIT = os.path.join(h.HERE, ".flywheel", "junit.xml")
-MAX_JUNIT = 1 << 23
-# pytest is imported before the repository is on sys.path: a `pytest.py` of the model's never
-# stands in for it. Node ids and the report's path come as arguments.
-BOOTSTRAP = ("import os, sys\n"
-             "env = [p for p in (%r,) if os.path.isdir(p)]\n"
-             "sys.path[:0] = env\n"
-             "import pytest\n"
-             "sys.path.insert(len(env), os.getcwd())\n"
-             "sys.exit(pytest.main(['-p', 'no:cacheprovider', '-q', '--junitxml=' + sys.argv[1], *sys.argv[2:]]))\n"
-             % h.ENV)
+TEST_DIRS = {"test", "tests", "testing"}
+
+
+def in_test_tree(rel):
+    """Whether normalized repository path `rel` belongs to the test tree: a folder on its way is
+    named test, tests or testing (any case; `src/pkg/tests/data/x.json` too), or it is a
+    conftest.py anywhere, or a test module (`test_*.py`, `*_test.py`) anywhere. A rule, not a
+    list of patterns: whatever a repository keeps beside its tests is covered."""
+    parts = rel.split("/")
+    name = parts[-1]
+    return (any(p.lower() in TEST_DIRS for p in parts[:-1]) or name == "conftest.py"
+            or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))))
 
 
 def protected(rel, patterns):
     return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in patterns)
 
 
+def read_bytes(path, limit=1 << 26):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit)
+
+
+def write_bytes(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def witness(guarded):
+    """{path: stat key} of every guarded file and of every folder inside a test folder: what a
+    write, an addition or a removal there changes (a restored file keeps its new ctime)."""
+    seen = {}
+    for here, dirs, names in os.walk(h.REPO, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in h.SKIP_DIRS)
+        rel_dir = os.path.relpath(here, h.REPO)
+        if rel_dir != "." and in_test_tree(rel_dir + "/_"):
+            st = os.lstat(here)
+            seen[rel_dir + "/"] = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        for name in names:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if guarded(rel) and not name.endswith((".pyc", ".pyo")):
+                try:
+                    seen[rel] = h.stat_key(os.lstat(os.path.join(here, name)))
+                except OSError:
+                    pass
+    return seen
+
+
 def score(plan, known=None):
     ud = h.load_unified_diff()
+    pytest_run = h.load_sibling("pytest_run")
     try:
         test_paths = set(ud.changed_paths(plan.get("test_patch") or ""))
     except (ValueError, TypeError) as e:
         return {"applied": False, "test_patch_error": f"the task's test_patch: {e}"[:600]}
-    guarded = lambda rel: protected(rel, plan["protected"]) or rel in test_paths  # noqa: E731
-    pristine = {}
-    for rel, entry in h.walk(h.REPO, known).items():
-        if entry[0] == "file" and guarded(rel):
-            pristine[rel] = h.read_text(os.path.join(h.REPO, rel), 1 << 24)[0]
+    guarded = lambda rel: (in_test_tree(rel) or rel in test_paths  # noqa: E731
+                           or protected(rel, plan.get("protected") or ()))
+    before = h.walk(h.REPO, known)
+    config = pytest_run.pristine_config(h.REPO)  # before the answer: its configuration never counts
     files = {}
     try:
-        paths = ud.changed_paths(plan["patch"])
-        for rel in paths:
+        for rel in ud.changed_paths(plan["patch"]):
             full = h.inside(rel)
             if os.path.isfile(full):
                 files[rel] = h.read_text(full, 1 << 24)[0]
         changes = ud.apply_diff(files, plan["patch"])
     except (ValueError, TypeError) as e:
         return {"applied": False, "error": str(e)[:600]}
+    pristine = {rel: read_bytes(h.inside(rel)) for rel in changes
+                if guarded(rel) and before.get(rel, ("",))[0] == "file"}
     for rel, text in changes.items():
         if text is None:
             os.unlink(h.inside(rel))
         else:
             h.write(h.inside(rel), text)
-    tampered = sorted(rel for rel in changes if guarded(rel))
-    for rel in tampered:  # the checks run on the pristine tests, never the model's
-        if rel in pristine and pristine[rel] is not None:
-            h.write(h.inside(rel), pristine[rel])
-        elif os.path.lexists(h.inside(rel)):
+    for rel in changes:  # the checks run on the pristine test tree, never the model's
+        if rel in pristine:
+            write_bytes(h.inside(rel), pristine[rel])
+        elif guarded(rel) and os.path.lexists(h.inside(rel)):
             os.unlink(h.inside(rel))
+    tampered = sorted(rel for rel in changes if guarded(rel) and (  # a new test or script is allowed
+        rel in before or rel in test_paths or rel.rsplit("/", 1)[-1] == "conftest.py"
+        or protected(rel, plan.get("protected") or ())))
+    ignored = sorted(rel for rel in changes if guarded(rel) and rel not in tampered)
     problem = apply_test_patch(ud, plan.get("test_patch") or "")
     if problem:
         return {"applied": True, "changed": sorted(changes), "tampered": tampered,
                 "test_patch_error": problem}
+    if test_paths & set(pytest_run.CONFIG_FILES):
+        config = pytest_run.pristine_config(h.REPO)  # the task's own configuration changes
+    allowed = {os.path.realpath(os.path.join(h.REPO, rel)) for rel, entry in h.walk(h.REPO).items()
+               if entry[0] == "file" and rel.endswith(".py") and (rel not in changes or guarded(rel))}
+    baseline = witness(guarded)
     start = time.monotonic()
     module_checks = [c for c in plan["checks"] if "pytest" not in c]
     pytest_checks = [c for c in plan["checks"] if "pytest" in c]
     share = 0.25 if pytest_checks else 0.6
     results, exited = evaluate(module_checks, plan["budget_s"] * share) if module_checks else ({}, False)
-    report = {"applied": True, "changed": sorted(changes), "tampered": tampered}
+    report = {"applied": True, "changed": sorted(changes), "tampered": tampered, "ignored": ignored}
     if pytest_checks:
         left = plan["budget_s"] * 0.85 - (time.monotonic() - start)
-        outcomes, ran = run_pytest(pytest_checks, left)
+        outcomes, ran = run_pytest(pytest_run, pytest_checks, left, config, allowed)
         results.update(outcomes)
         report.update(ran)
         exited = exited or ran.get("exited_early", False)
+    after = witness(guarded)
+    moved = sorted(k for k in set(baseline) | set(after) if baseline.get(k) != after.get(k))
+    if moved:
+        report["tampered_pytest"] = [*report.get("tampered_pytest", []),
+                                     "the test tree changed while the checks ran: " + ", ".join(moved[:8])]
     report.update(checks=results, exited_early=exited)
     if plan.get("visible_tests"):  # what the model could see pass: special-casing shows here
         left = plan["budget_s"] - (time.monotonic() - start)
-        _, out = h.run_logged([sys.executable, "-I", "-B", os.path.join(h.HERE, "harness.py"), "runtests",
-                             *plan["visible_tests"]], left, 4000)
-        counts = re.findall(r"^== (\d+) passed, (\d+) failed", out, re.M)
-        report["visible"] = dict(zip(("passed", "failed"), map(int, counts[-1]))) if counts else None
+        report["visible"] = h.visible_counts(plan["visible_tests"], left, 4000)[2]
     return report
 
 
@@ -132,72 +179,14 @@ def pytest_found():
     return importlib.machinery.PathFinder.find_spec("pytest", h.env_paths() + sys.path[1:]) is not None
 
 
-def run_pytest(checks, budget_s):
-    """({check id: {"ok", "why"}}, facts for the report) for checks {"id", "pytest": NODEID}: one
-    pytest child in the repository, its outcomes read from the JUnit XML it writes."""
+def run_pytest(pytest_run, checks, budget_s, config, allowed):
+    """({check id: {"ok", "why"}}, facts for the report) for checks {"id", "pytest": NODEID,
+    "group"}: one trusted pytest child (pytest_run.py)."""
     if not pytest_found():
         why = "pytest is not importable in the sandbox: the task's environment has no pytest"
         return {c["id"]: {"ok": False, "why": why} for c in checks}, {"pytest_missing": True}
-    if os.path.lexists(JUNIT):
-        os.unlink(JUNIT)
-    nodes = list(dict.fromkeys(c["pytest"] for c in checks))
-    code, out = h.run_logged([sys.executable, "-I", "-B", "-c", BOOTSTRAP, JUNIT, "--", *nodes],
-                           budget_s, 1500)
-    facts = {"pytest_exit": code, "pytest_output": out[-1500:]}
-    cases = read_junit(JUNIT)
-    if cases is None:
-        # pytest itself writes its report on every ending but an interrupt, an internal error
-        # or a usage error (2, 3, 4: a broken conftest, a bad node id); anything else is an exit
-        # the code under test made
-        stopped = code in (2, 3, 4)
-        why = ("pytest ran out of time" if code is None else f"pytest stopped with exit {code}, "
-               "without a report" if stopped else f"pytest wrote no report (exit {code}): the "
-               "process exited early")
-        facts["exited_early"] = code is not None and not stopped
-        return {c["id"]: {"ok": False, "why": why} for c in checks}, facts
-    results = {}
-    for check in checks:
-        outcome, message = cases.get(junit_key(check["pytest"]), ("missing", ""))
-        why = {"passed": "", "missing": "not in pytest's report (not collected, or not run)",
-               "skipped": f"skipped: {message}"}.get(outcome, f"{outcome}: {message}")
-        results[check["id"]] = {"ok": outcome == "passed", "why": why[:300]}
-    return results, facts
-
-
-def junit_key(node_id):
-    """(classname, name) pytest's JUnit report gives node `node_id` (its mangle_test_address)."""
-    path, bracket, params = node_id.partition("[")
-    names = path.split("::")
-    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
-    names[-1] += bracket + params
-    return ".".join(names[:-1]), names[-1]
-
-
-def read_junit(path):
-    """{(classname, name): (outcome, message)} from a JUnit XML report, or None when there is no
-    readable report; an outcome is passed, failed, error or skipped (the worst of repeats)."""
-    try:  # the child could have left a link or a FIFO there: never follow, never block
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None
-            data = f.read(MAX_JUNIT + 1)
-        if len(data) > MAX_JUNIT:
-            return None
-        root = ElementTree.fromstring(data)
-    except (OSError, ElementTree.ParseError, ValueError):
-        return None
-    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
-    cases = {}
-    for case in root.iter("testcase"):
-        outcome, message = "passed", ""
-        for child in case:
-            kind = {"failure": "failed", "error": "error", "skipped": "skipped"}.get(child.tag)
-            if kind and rank[kind] > rank[outcome]:
-                outcome, message = kind, (child.get("message") or "")[:200]
-        key = (case.get("classname") or "", case.get("name") or "")
-        if key not in cases or rank[outcome] > rank[cases[key][0]]:
-            cases[key] = (outcome, message)
-    return cases
+    final, facts = pytest_run.run([c["pytest"] for c in checks], budget_s, config, allowed)
+    return pytest_run.grade(checks, final, facts), facts
 
 
 def evaluate(checks, budget_s):
@@ -294,8 +283,18 @@ def serve_checks():
             send({"id": check["id"], "raise": type(e).__name__, "message": str(e)[:200]})
 
 
+def serve_tests(given, modules):
+    """The visible tests' runner child (child_channel.py's launcher): its writer made before any
+    of the repository runs, then run_tests, then the counts sent signed."""
+    send = modules["child_channel"].Writer(given).send
+    passed, failed = run_tests(given["args"]["paths"])
+    send({"kind": "counts", "passed": passed, "failed": failed})
+    return 0
+
+
 def run_tests(paths):
-    """The visible tests: each `test_*` function of each file, with the repository on sys.path."""
+    """The visible tests: each `test_*` function of each file, with the repository on sys.path;
+    (passed, failed). What it prints is for the model to read, never counted."""
     sys.path[:0] = h.env_paths() + [h.REPO]
     passed = failed = 0
     for rel in paths:
@@ -318,3 +317,4 @@ def run_tests(paths):
                 print(f"FAIL {rel}::{name}: {type(e).__name__}: {e}"[:300]
                       + f"\n    at {os.path.relpath(where.filename, h.REPO)}:{where.lineno}: {where.line}"[:300])
     print(f"== {passed} passed, {failed} failed")
+    return passed, failed
