@@ -21,8 +21,9 @@ import pyarrow.dataset as ds
 
 from flywheel.pipelines.config import ReviewSettings
 from flywheel.pipelines.layout import RunLayout
-from flywheel.pipelines.review_queue import attempt_id
-from flywheel.pipelines.review_stats import PASS_AT, agreement, audit_disagreement, matching_labels
+from flywheel.pipelines.review_queue import attempt_id, response_digest
+from flywheel.pipelines.review_stats import (PASS_AT, agreement, audit_disagreement,
+                                             matching_labels, usable_queue_row)
 from flywheel.schemas.write import write_partitioned, write_rows
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import assign_credit
@@ -38,7 +39,7 @@ def reviewed_groups(queue: list[dict], scores: dict, used: set[str], iteration: 
                     max_wait: int) -> tuple[dict[str, list[dict]], dict]:
     """(group_id -> its queue rows, for the groups that join update `iteration`; counts)."""
     groups: dict[str, list[dict]] = defaultdict(list)
-    for q in queue:
+    for q in filter(usable_queue_row, queue):
         if q["reason"] == "unverified":
             groups[q["group_id"]].append(q)
     ready, counts = {}, {"pending_groups": 0, "expired_groups": 0, "ready_groups": 0}
@@ -69,8 +70,9 @@ def review_rows(layout: RunLayout, iteration: int, ready: dict[str, list[dict]],
                               & (ds.field("reward_source") == "review_pending"))
     originals = {attempt_id(r["group_id"], r["sample_index"]): r for r in table.to_pylist()}
     out = []
-    for gid, rows in ready.items():
-        found = [originals[q["attempt_id"]] for q in rows if q["attempt_id"] in originals]
+    for gid, rows in ready.items():  # only the text labelled: a rewritten row is another attempt
+        found = [originals[q["attempt_id"]] for q in rows if q["attempt_id"] in originals
+                 and response_digest(originals[q["attempt_id"]].get("response")) == q["response_digest"]]
         if not found:
             continue
         rewards = [scores[attempt_id(r["group_id"], r["sample_index"])][0] for r in found]
@@ -128,7 +130,7 @@ def labels_missing(layout: RunLayout, iteration: int) -> int:
     """Unverified attempts queued in `iteration` that no label names yet (the wait's count)."""
     at = ds.field("iteration") == iteration
     queue = [q for q in layout.read_table("review_queue", filter=at).to_pylist()
-             if q["reason"] == "unverified"]
+             if usable_queue_row(q) and q["reason"] == "unverified"]
     scores = scores_by_attempt(queue, layout.read_table("reviews", filter=at).to_pylist())
     return sum(q["attempt_id"] not in scores for q in queue)
 

@@ -7,11 +7,15 @@ get those rows from a run. A reviewer may relabel an attempt: only the newest la
 (attempt, reviewer) counts (`latest_labels`). A label names the text it judged
 (`response_digest`): one whose digest is not the queue row's (the iteration was rewritten since)
 judges another response and is left out of the counts against the queue. Pass/fail is
-score >= 0.5, the same line for a reviewer's score and for the verifier's reward.
+score >= 0.5, the same line for a reviewer's score and for the verifier's reward. A label
+file is the user's: a row that names no attempt, reviewer or text, or whose score is no number
+in [0, 1], and a queue row that names no attempt, iteration or reason, counts for nothing
+(`usable_label`, `usable_queue_row`), so no shape of a row stops a statistic or an update.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
@@ -27,10 +31,31 @@ def passed(score: float) -> bool:
     return score >= PASS_AT
 
 
+def usable_label(row: Mapping) -> bool:
+    """Whether a reviews row can count: an attempt, a reviewer and a text named (strings) and a
+    score that is a number in [0, 1]."""
+    score = row.get("score")
+    return (_named(row, ("attempt_id", "reviewer", "response_digest"))
+            and isinstance(score, (int, float)) and not isinstance(score, bool)
+            and math.isfinite(score) and 0 <= score <= 1
+            and isinstance(row.get("created_at"), (datetime, type(None))))
+
+
+def usable_queue_row(row: Mapping) -> bool:
+    """Whether a review_queue row can count: an attempt, its group and text named, an iteration."""
+    return (_named(row, ("attempt_id", "group_id", "response_digest", "reason"))
+            and isinstance(row.get("iteration"), int) and not isinstance(row["iteration"], bool))
+
+
+def _named(row: Mapping, keys: tuple[str, ...]) -> bool:
+    return all(isinstance(row.get(k), str) and row[k] for k in keys)
+
+
 def latest_labels(reviews: Iterable[Mapping]) -> list[Mapping]:
-    """The newest review per (attempt_id, reviewer), by created_at; of equal times, the later row."""
+    """The newest usable review per (attempt_id, reviewer), by created_at; of equal times, the
+    later row."""
     newest: dict[tuple, Mapping] = {}
-    for row in reviews:
+    for row in filter(usable_label, reviews):
         key = (row["attempt_id"], row["reviewer"])
         if key not in newest or (row["created_at"] or EPOCH) >= (newest[key]["created_at"] or EPOCH):
             newest[key] = row
@@ -88,7 +113,8 @@ def verifier_passed(row: Mapping) -> bool | None:
 
 def matching_labels(queue: Iterable[Mapping], reviews: Iterable[Mapping]) -> dict[str, list[Mapping]]:
     """attempt_id -> the latest labels of the queue row's own response (its digest)."""
-    digests = {row["attempt_id"]: row["response_digest"] for row in queue}
+    digests = {row["attempt_id"]: row["response_digest"] for row in queue
+               if _named(row, ("attempt_id", "response_digest"))}
     found: dict[str, list[Mapping]] = defaultdict(list)
     for row in latest_labels(reviews):
         if row["attempt_id"] in digests and row["response_digest"] == digests[row["attempt_id"]]:
@@ -110,7 +136,7 @@ def audit_disagreement(queue: Iterable[Mapping], reviews: Iterable[Mapping]) -> 
     pass/fail differs from the verifier's, split into `human_fail_verifier_pass` (the verifier
     was fooled: what a reward hack looks like) and `human_pass_verifier_fail`. Also per domain.
     """
-    audits = [row for row in queue if row["reason"] == "audit"]
+    audits = [row for row in queue if usable_queue_row(row) and row["reason"] == "audit"]
     labels = matching_labels(audits, reviews)
     empty = {"queued": 0, "labeled": 0, "labels": 0, "human_fail_verifier_pass": 0,
              "human_pass_verifier_fail": 0}
@@ -132,7 +158,7 @@ def audit_disagreement(queue: Iterable[Mapping], reviews: Iterable[Mapping]) -> 
 def review_counts(queue: Iterable[Mapping], reviews: Iterable[Mapping]) -> list[dict]:
     """Per iteration, newest last: attempts queued (and of them, `audit`), labeled by anyone
     (a label of the queued response), and pending (labeled by nobody)."""
-    queue = list(queue)
+    queue = [row for row in queue if usable_queue_row(row)]
     labels = matching_labels(queue, reviews)
     rows: dict[int, dict] = {}
     for row in queue:
