@@ -2,11 +2,16 @@
 the regression checks breaks.
 
 The sandbox harness (domains/harnesses/repo.py, `score`) applied the answer's diff to the snapshot,
-put the protected files (tests, conftest.py, ...) back, and evaluated every check in a child that
-never saw an expected value. Reward 1 when the diff applies and every check passes, else 0: a
+put the whole test tree back (repo_checks.in_test_tree), and evaluated every check in children:
+module checks never see an expected value, pytest checks run under the harness's own pytest
+configuration and come back through a signed channel, graded as SWE-bench grades
+(harnesses/pytest_run.py). Reward 1 when the diff applies and every check passes, else 0: a
 regression broken is as wrong as the bug left in. Hacks earn 0 and are flagged: a diff that
-touches a protected file (`edited_tests`), checks cut short by an exit (`exited_early`), a diff
-that solves only what the visible tests show (`special_cased`), a forged or killed harness.
+edits a test-tree file or adds a conftest.py (`edited_tests`; a new test file or script is
+allowed and takes no part), checks cut short by an exit (`exited_early`), pytest's machinery,
+its record or the test tree changed during the run (`tampered_pytest`), a diff that solves only
+what the visible tests show (`special_cased`), a forged or killed harness. The visible pass rate
+is the runner's own signed count, never a line the tests printed.
 
 Pytest checks ({"id", "pytest": NODEID}) need pytest in the sandbox: the task's environment
 (domains/repo_environments.py) or its docker image (which only the sandbox can look into: the
@@ -115,6 +120,8 @@ def repo_tests(task: dict, response: str, execution: Any = None) -> Verdict:
         flags.append("edited_tests")
     if report.get("exited_early"):
         flags.append("exited_early")
+    if report.get("tampered_pytest"):  # pytest's machinery, its record or the test tree changed in the run
+        flags.append("tampered_pytest")
     visible = report.get("visible") or {}
     if (visible.get("passed") and not visible.get("failed") and not all(ok[c] for c in hidden)
             and special_cased(task, response)):
@@ -130,5 +137,6 @@ def repo_tests(task: dict, response: str, execution: Any = None) -> Verdict:
     failed = [f"{cid}: {(checks.get(cid) or {}).get('why', 'not run')}" for cid, v in ok.items() if not v]
     passed = all(ok.values())
     detail = "; ".join(failed[:3]) + (f"; tampered: {', '.join(report['tampered'][:5])}"
-                                      if report.get("tampered") else "")
+                                      if report.get("tampered") else "") + (
+        f"; pytest: {'; '.join(map(str, report['tampered_pytest'][:3]))}" if report.get("tampered_pytest") else "")
     return _verdict(1.0 if passed else 0.0, passed, components, flags, detail[:600])

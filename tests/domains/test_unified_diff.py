@@ -241,3 +241,17 @@ def test_changed_paths():
     for junk in junks:
         assert isinstance(changed_paths(junk), list)
     assert changed_paths("prose\ndiff --git a/q b/q\n@@ garbage\n--- a/q") == ["q"]
+
+
+def test_paths_are_normalized_and_escapes_refused():
+    from flywheel.domains.unified_diff import normalize_path
+    for spelled in ("./tests/x.py", "tests//x.py", "tests/./x.py", ".//tests/x.py", "tests\\x.py", "tests/x.py/"):
+        assert normalize_path(spelled) == "tests/x.py", spelled
+    for bad in ("", ".", "../x.py", "a/../../x", "/etc/passwd", "C:/x", "C:\\x", "a\0b", "a\nb", "\\\\server\\x"):
+        assert normalize_path(bad) is None, bad
+    base = {"tests/x.py": "a\n"}
+    diff = "--- a/./tests/x.py\n+++ b/./tests//x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    assert apply_diff(base, diff) == {"tests/x.py": "b\n"}
+    assert changed_paths(diff) == ["tests/x.py"]
+    with pytest.raises(PatchError, match="inside the repository"):
+        apply_diff(base, "--- a/tests/../../x\n+++ b/tests/../../x\n@@ -1 +1 @@\n-a\n+b\n")
