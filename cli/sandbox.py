@@ -65,7 +65,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     serve.add_argument("--token-file", type=Path, default=None,
                        help="file holding the bearer token clients must send (make one with "
                             "`openssl rand -hex 32 > FILE`; the remote backend reads it from "
-                            "token= or $FLYWHEEL_SANDBOX_TOKEN). Default: $FLYWHEEL_SANDBOX_TOKEN; "
+                            "token_file= or $FLYWHEEL_SANDBOX_TOKEN). Default: $FLYWHEEL_SANDBOX_TOKEN; "
                             "neither: no token, for loopback only, where any local user or "
                             "process may run code through it")
     serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
