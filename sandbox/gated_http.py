@@ -6,9 +6,10 @@ page share (service_limits.py holds the bounds, service_token.py the token rules
   thread. Vanished or stalled clients are logged at debug, anything else in full.
 - `GatedHandler`: HTTP/1.1 keep-alive where every request passes a gate from its headers alone
   before a byte of its body is read: where it comes from (sandbox/same_origin.py: a Host this
-  server answers to, no foreign Origin or cross-site fetch: 400/403), `authorize()` (401), its framing (a Transfer-Encoding, a
-  duplicated or non-decimal Content-Length: 400/411; POST without a length: 411; over
-  `max_body`: 413), then its endpoint (404, 405). A refused request's connection is closed, an
+  server answers to, no foreign Origin or cross-site fetch: 400/403), `authorize()` (401), its
+  framing (a Transfer-Encoding, a duplicated or non-decimal Content-Length: 400/411; POST
+  without a length: 411; over `max_body`: 413), then its endpoint (404, 405), then for a POST
+  its body type (below: 415). A refused request's connection is closed, an
   unread body lingered out, so it is never taken for the next request. Each phase of a request
   has its deadline (DeadlineReader), and `Expect: 100-continue` is answered only past the gate.
   A POST's body must be declared JSON (415 otherwise; `takes_json`), the one type every service

@@ -16,10 +16,10 @@ byte of a body is read (sandbox/gated_http.py calls it in every service's gate):
 - `Sec-Fetch-Site` other than `same-origin` or `none` (403): the browser's own word that another
   site (or another port of this one) sent the request;
 - (`check_json_type`, once the endpoint is known) a POST whose `Content-Type` is not
-  `application/json` (415; a `charset` parameter, if given, must be utf-8): `text/plain`, form and multipart bodies are what a page may send to any
-  address without asking the server first (a CORS "simple request"), and JSON is what every
-  endpoint here reads. A JSON request from another origin needs a CORS preflight, which no
-  service here answers.
+  `application/json` (415; a `charset` parameter, if given, must be utf-8): `text/plain`, form
+  and multipart bodies are what a page may send to any address without asking the server first
+  (a CORS "simple request"), and JSON is what every endpoint here reads. A JSON request from
+  another origin needs a CORS preflight, which no service here answers.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from flywheel.sandbox.service_token import is_loopback
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 SAFE_FETCH_SITES = ("same-origin", "none")  # the page itself; the user typing or pasting a URL
 JSON = "application/json"
-_NAME = re.compile(r"(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*"
-                   r"|\[[0-9a-f:.]+\]")
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*|\[[0-9a-f:.]+\]")  # a DNS name or IP; [IPv6]
 _AUTHORITY = re.compile(rf"({_NAME.pattern})(?::([0-9]{{1,5}}))?")
 _ORIGIN = re.compile(r"(https?)://([^/?#\s]+)")
 _DEFAULT_PORT = {"http": 80, "https": 443}
