@@ -11,8 +11,8 @@ re-enter training they are checked under the policy about to train, whose tokeni
 names (a row naming another is re-encoded anyway).
 
 Response ids (what the trainer teaches) are trusted when every id is a text-bearing token of
-the policy (not one of its tokenizer's special ids; without a tokenizer, one whose own decode
-is not empty, since `decode` leaves specials out), but for one EOS at the very end, and their
+the policy (none of its tokenizer's special or added-special ids, and one whose own decode is
+not empty, since `decode` leaves specials out), but for one EOS at the very end, and their
 decode is the recorded text exactly: Flywheel records a response's text as `policy.decode` of
 the ids sampled (serve, rollout), so a genuine row always passes, and a text a reader saw is the
 text trained. A decode holding U+FFFD (bytes that are no UTF-8, a lossy decode) is trusted only
@@ -48,17 +48,16 @@ class SpellCheck:
         self.policy = policy
         self.eos = set(int(i) for i in policy.eos_ids)
         tokenizer = getattr(policy, "tokenizer", None)
-        specials = getattr(tokenizer, "all_special_ids", None)
-        self.specials = set(specials) if specials is not None else None
+        self.specials = set(getattr(tokenizer, "all_special_ids", None) or ())
+        added = getattr(tokenizer, "added_tokens_decoder", None) or {}  # hf: {id: AddedToken}
+        self.specials |= {int(i) for i, t in added.items() if getattr(t, "special", False)}
         self.size = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
         self.bearing: dict[int, bool] = {}
 
     def _bears_text(self, i: int) -> bool:
         if i not in self.bearing:
-            if i < 0 or i in self.eos or (self.size is not None and i >= self.size):
+            if i < 0 or i in self.eos or i in self.specials or (self.size is not None and i >= self.size):
                 self.bearing[i] = False
-            elif self.specials is not None:
-                self.bearing[i] = i not in self.specials
             else:
                 try:
                     self.bearing[i] = self.policy.decode([i]) != ""
