@@ -8,6 +8,13 @@ their own inside it (nothing one writes or leaves running is visible to the next
 
 Servers start on one long-lived thread: bwrap's --die-with-parent ties a sandbox to the *thread*
 that spawned it, and Beam may run DoFn.setup on a thread that ends.
+
+A server's teardown needs no scan of /proc: everything of it (the server, each attempt's nested
+namespaces, whatever they forked) lives in the pid namespace whose init bwrap reports as its
+`child-pid`. Killing the outer bwrap kills that init (--die-with-parent), and the kernel kills
+and reaps every process of a pid namespace before its init can be reaped; so once the init,
+held by a pidfd from the start, is reaped (by us: the subreaper) nothing of the server is left
+under its uid. Only when that cannot be shown (no child-pid, not ours to reap) is /proc scanned.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import json
 import logging
 import os
 import queue
+import select
+import signal
 import struct
 import subprocess
 import tempfile
@@ -27,8 +36,10 @@ from pathlib import Path
 
 from flywheel.sandbox.contract import (
     PYTHON, ExecRequest, ExecResult, Limits, SandboxError, cpu_seconds, resolve_command)
+from flywheel.sandbox import usage
 from flywheel.sandbox.bwrap import bwrap_argv, interpreter_binds, memfd
-from flywheel.sandbox.supervise import SANDBOX_PATH, Outcome, kill_run, result, which
+from flywheel.sandbox.supervise import (
+    SANDBOX_PATH, ZOMBIE_GRACE_S, Outcome, kill_run, result, which)
 
 _HERE = Path(__file__).parent
 SERVER_FILES = [  # what runs inside the server's sandbox, side by side in /flywheel
@@ -40,6 +51,11 @@ PRELOAD = ("json", "re", "math", "collections", "itertools", "functools", "rando
            "typing", "dataclasses", "unittest", "doctest", "heapq", "bisect", "fractions",
            "decimal", "statistics", "copy", "io", "traceback", "argparse", "operator", "textwrap")
 _MAX_REPLY = 64 << 20
+# Sandbox concurrency: the warm servers a pool may hold, and so the uids it leases, and the
+# threads a pipeline stage runs actions on (transforms/execute.py). One per 2-core worker process
+# keeps both cores busy while half the calls wait on their process; the sandbox option
+# `pool_size=N` sets it for a run.
+CONCURRENCY = 4
 log = logging.getLogger(__name__)
 
 
@@ -47,15 +63,16 @@ class ForkServer:
     """One bwrap'd fork server, its uid lease and its protocol pipes."""
 
     def __init__(self, bwrap, python, tools, uids, preload, disk_mb: int = 1):
-        self._lease = contextlib.ExitStack()
+        self._lease, self._init, self._closed = contextlib.ExitStack(), None, False
         self.uid = self._lease.enter_context(uids.lease()) if uids else None
         sources = [memfd(path.read_bytes()) for path in SERVER_FILES]
         setup = ["--dir", "/flywheel"]
         for fd, path in zip(sources, SERVER_FILES):
             setup += ["--perms", "0444", "--file", str(fd), f"/flywheel/{path.name}"]
         # Nested user namespaces allowed: each attempt makes one and forbids any below it.
+        status = memfd()  # bwrap's JSON status: the host pid of the namespace's init
         argv = bwrap_argv(bwrap, Limits(disk_mb=disk_mb), binds=interpreter_binds(python), chdir="/",
-                          setup=setup, nested_userns=True)
+                          setup=setup, nested_userns=True, status_fd=status)
         drop = [tools["prlimit"], "--core=0", "--nproc=1024", "--", tools["setpriv"], "--no-new-privs"]
         if self.uid is not None:
             drop += [f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
@@ -65,14 +82,23 @@ class ForkServer:
                 [*drop, "--", *argv, python, "-I", "/flywheel/forkserver.py",
                  json.dumps({"preload": preload})],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd="/",
-                env={"PATH": SANDBOX_PATH}, start_new_session=True, pass_fds=sources)
+                env={"PATH": SANDBOX_PATH}, start_new_session=True, pass_fds=[*sources, status])
         except OSError as e:
+            os.close(status)
             self.close()
             raise SandboxError(f"cannot start the warm pool's server: {e}") from e
         finally:
             for fd in sources:
                 os.close(fd)
-        self.preloaded = self._read(time.monotonic() + 30)["ready"]
+        try:
+            self.preloaded = self._read(time.monotonic() + 30)["ready"]
+            self._init = _init_pidfd(status)  # held from now: its pid cannot name another
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(status)
+        usage.tally("servers_started")
 
     def request(self, request: ExecRequest, keep_workdir: bool = False) -> dict:
         """Run `request` in a fresh child; `keep_workdir`: in the server's own work dir (a
@@ -115,12 +141,56 @@ class ForkServer:
         return self.log.read()[-500:].decode(errors="replace")
 
     def close(self) -> None:
+        """End the server and everything in its sandbox, then free its uid (idempotent)."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
         proc = getattr(self, "proc", None)
         if proc is not None:
-            kill_run(proc.pid, self.uid)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the outer bwrap: its init dies with it
+            if not namespace_reaped(self._init):
+                kill_run(proc.pid, self.uid)  # not shown empty: the scan, before the leader's reap
             proc.wait()
             proc.stdin.close(), proc.stdout.close()
+        if self._init is not None:
+            os.close(self._init)
         self._lease.close()
+
+
+def _init_pidfd(status_fd: int) -> int | None:
+    """A pidfd of the pid-namespace init bwrap reported in its JSON status, or None."""
+    os.lseek(status_fd, 0, os.SEEK_SET)
+    for line in os.read(status_fd, 65536).decode(errors="replace").splitlines():
+        pid = json.loads(line).get("child-pid") if line.strip().startswith("{") else None
+        if isinstance(pid, int):
+            try:
+                return os.pidfd_open(pid)
+            except OSError:
+                return None  # already gone and reaped: nothing to hold
+    return None
+
+
+def namespace_reaped(init: int | None, wait_s: float = 5.0) -> bool:
+    """Whether the pid namespace whose init `init` (a pidfd) names is gone for good: the init
+    exited (its pidfd readable: the kernel has then killed and reaped every other process of
+    the namespace, nested namespaces included) and was reaped, here or by its parent. False when
+    that cannot be shown within `wait_s` (the caller then scans /proc)."""
+    if init is None or not select.select([init], [], [], wait_s)[0]:
+        return False
+    deadline = time.monotonic() + ZOMBIE_GRACE_S
+    while True:
+        try:
+            if os.waitid(os.P_PIDFD, init, os.WEXITED | os.WNOHANG) is not None:
+                return True  # ours (adopted as subreaper), reaped now
+        except ChildProcessError:  # not (yet) ours: gone once its parent reaped it
+            try:
+                signal.pidfd_send_signal(init, 0)
+            except ProcessLookupError:
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
 
 
 def to_result(reply: dict, request: ExecRequest, start: float) -> ExecResult:
@@ -139,12 +209,14 @@ def _wait_readable(fd: int, timeout: float) -> bool:
 
 
 class WarmPool:
-    """Up to `size` servers; `run` borrows an idle one, starting one when none is idle."""
+    """Up to `size` servers; `run` borrows an idle one, starting one when none is idle. `close`
+    ends every server, idle or busy (a busy one's run then fails as a SandboxError)."""
 
-    def __init__(self, bwrap, python, tools, uids, preload=None, size: int = 8):
+    def __init__(self, bwrap, python, tools, uids, preload=None, size: int = CONCURRENCY):
         self._start_args = (bwrap, python, tools, uids, list(PRELOAD if preload is None else preload))
         self._python, self._size, self._count = python, size, 0
         self._idle: queue.SimpleQueue[ForkServer] = queue.SimpleQueue()
+        self._servers: set[ForkServer] = set()  # every live server, idle or busy
         self._lock = threading.Lock()
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="flywheel-sandbox-pool")
         self._closed = False
@@ -170,6 +242,11 @@ class WarmPool:
         return (len(command) >= 2 and command[0] == PYTHON
                 and (command[1] in ("-c", "-m") and len(command) >= 3 or not command[1].startswith("-")))
 
+    @property
+    def servers(self) -> list[ForkServer]:
+        with self._lock:
+            return list(self._servers)
+
     def run(self, request: ExecRequest) -> ExecResult:
         server = self._borrow()
         start = time.monotonic()
@@ -179,13 +256,15 @@ class WarmPool:
             self._discard(server)
             raise
         self._idle.put(server)
+        if self._closed:  # closed while it ran: close() may have missed it
+            self._discard(server)
         return to_result(reply, request, start)
 
     def _borrow(self) -> ForkServer:
         while True:  # an idle server, or room to start one (a discarded server makes room)
             try:
                 server = self._idle.get(timeout=0 if self._count < self._size else 0.05)
-                if server.proc.poll() is None:
+                if server.proc.poll() is None and not server._closed:
                     return server
                 self._discard(server)  # died while idle (e.g. its spawning thread ended): replace
             except queue.Empty:
@@ -198,22 +277,25 @@ class WarmPool:
             if grow:
                 break
         try:
-            return self._spawner.submit(ForkServer, *self._start_args).result()
+            server = self._spawner.submit(ForkServer, *self._start_args).result()
         except BaseException:
             with self._lock:
                 self._count -= 1
             raise
+        with self._lock:
+            self._servers.add(server)
+        return server
 
     def _discard(self, server: ForkServer) -> None:
-        server.close()
         with self._lock:
+            if server not in self._servers:
+                return  # already discarded (close and a failing run both may)
+            self._servers.discard(server)
             self._count -= 1
+        server.close()
 
     def close(self) -> None:
         self._closed = True
-        while True:
-            try:
-                self._discard(self._idle.get_nowait())
-            except queue.Empty:
-                break
+        for server in self.servers:
+            self._discard(server)
         self._spawner.shutdown(wait=False)

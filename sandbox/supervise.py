@@ -27,10 +27,13 @@ from dataclasses import dataclass
 from flywheel.sandbox.contract import (
     ExecRequest, ExecResult, Limits, SandboxBackend, SandboxError, cpu_seconds, decode_output,
     encode_text, resolve_command)
+from flywheel.sandbox import usage
 from flywheel.sandbox.exit_status import kill_reason
 
 _CHUNK = 65536
 SANDBOX_PATH = "/usr/bin:/bin"
+UID_SLOTS = 256  # machine-wide slots (uids base..base+255); the sandbox option uid_slots
+LEASE_TIMEOUT_S = 60.0  # the longest a run waits for a free slot; the option lease_timeout_s
 
 
 class UidPool:
@@ -46,11 +49,17 @@ class UidPool:
     processes count against the uid's RLIMIT_NPROC (the next run's bwrap cannot even start). So a
     lease marks its file held and clears the mark only when it ends cleanly; the next lease of a
     slot still marked ends what is left under the uid first, or skips the slot if it cannot.
+
+    A lease waits for a free slot at most `timeout_s` (the sandbox option `lease_timeout_s`), then
+    raises a SandboxError naming the limit: how many slots, how many held and by how many
+    processes, and the settings that change it. It never waits without end.
     """
 
-    def __init__(self, size: int = 256, base: int = 61000, lock_dir: str | None = None):
+    def __init__(self, size: int = UID_SLOTS, base: int = 61000, lock_dir: str | None = None,
+                 timeout_s: float = LEASE_TIMEOUT_S):
         users = {entry.pw_uid for entry in pwd.getpwall()}
         self.uids = [uid for uid in range(base, base + size) if uid not in users]
+        self.timeout_s = timeout_s
         self._skipped: dict[int, float] = {}  # uid -> when its leftovers last could not be ended
         self.lock_dir = lock_dir or os.path.join(tempfile.gettempdir(), "flywheel-sandbox-uids")
         os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
@@ -60,6 +69,24 @@ class UidPool:
 
     @contextlib.contextmanager
     def lease(self):
+        uid, fd = self._take()
+        usage.tally("uid_leases")
+        usage.hold("uids_held", +1)
+        try:
+            yield uid
+        except BaseException:
+            os.close(fd)  # still marked: the next holder makes sure nothing is left
+            raise
+        else:
+            os.pwrite(fd, _FREE, 0)
+            os.close(fd)
+        finally:
+            usage.hold("uids_held", -1)
+
+    def _take(self) -> tuple[int, int]:
+        """(uid, its locked and marked file) of a free slot; SandboxError past `timeout_s`."""
+        start = time.monotonic()
+        pause, waited = 0.01, False
         while True:
             now = time.monotonic()
             fresh = [u for u in self.uids if now - self._skipped.get(u, -SKIP_S) >= SKIP_S]
@@ -76,15 +103,43 @@ class UidPool:
                     self._skipped[uid] = time.monotonic()  # one again for a while
                     continue
                 os.pwrite(fd, _HELD, 0)
-                try:
-                    yield uid
-                except BaseException:
-                    os.close(fd)  # still marked: the next holder makes sure nothing is left
-                    raise
-                os.pwrite(fd, _FREE, 0)
-                os.close(fd)
-                return
-            time.sleep(0.01)  # every slot busy: wait for a run to finish
+                if waited:
+                    usage.tally("uid_wait_ms", (time.monotonic() - start) * 1000)
+                return uid, fd
+            if time.monotonic() - start >= self.timeout_s:
+                raise SandboxError(self.exhausted())
+            time.sleep(pause)  # every slot busy: wait for a run to finish
+            pause, waited = min(pause * 2, 0.2), True
+
+    def exhausted(self) -> str:
+        """Why no slot was free: the limit, who holds the slots, and what to change."""
+        held = lock_holders(self.lock_dir, self.uids)
+        mine = sum(pid == os.getpid() for pid in held.values())
+        others = len({pid for pid in held.values() if pid != os.getpid()})
+        return (f"no sandbox uid free within {self.timeout_s:g} s: all {len(self.uids)} uid slots "
+                f"({self.uids[0]}-{self.uids[-1]}, lock files in {self.lock_dir}) are held; "
+                f"{len(held)} locked now, {mine} by this process and {len(held) - mine} by "
+                f"{others} other process(es); lower the runs' sandbox concurrency "
+                f"(--sandbox-option pool_size=N, or fewer workers), or raise the slots "
+                f"(--sandbox-option uid_slots=N) or the wait (--sandbox-option lease_timeout_s=S)")
+
+
+def lock_holders(lock_dir: str, uids) -> dict[int, int]:
+    """uid -> pid of the process holding its slot's flock now, read from /proc/locks (once, only
+    to explain an exhausted pool)."""
+    inodes = {}
+    for uid in uids:
+        with contextlib.suppress(OSError):
+            inodes[os.stat(os.path.join(lock_dir, str(uid))).st_ino] = uid
+    holders = {}
+    with contextlib.suppress(OSError), open("/proc/locks") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] == "WRITE":
+                inode = int(fields[5].rsplit(":", 1)[-1])
+                if inode in inodes:
+                    holders[inodes[inode]] = int(fields[4])
+    return holders
 
 
 _HELD, _FREE = b"1", b"0"
@@ -306,10 +361,13 @@ class SubprocessBackend(SandboxBackend):
     uid pool and a Python interpreter that actually runs inside the sandbox.
     """
 
-    def __init__(self, uid_pool: UidPool | None = None, candidates: tuple[str, ...] | None = None):
+    def __init__(self, uid_pool: UidPool | None = None, candidates: tuple[str, ...] | None = None,
+                 uid_slots: int = UID_SLOTS, lease_timeout_s: float = LEASE_TIMEOUT_S):
         self._tools = {tool: which(tool) for tool in ("prlimit", "setpriv")}
         become_subreaper()
-        self._uids = uid_pool or (UidPool() if os.geteuid() == 0 else None)
+        if uid_pool is None and os.geteuid() == 0:
+            uid_pool = UidPool(int(uid_slots), timeout_s=float(lease_timeout_s))
+        self._uids = uid_pool
         self._preflight()
         # The sandbox uid must be able to reach the interpreter: a pyenv under /root (mode 700) is
         # not. setpriv still exec's it (still holding root's caps, which drop at exec) and it then

@@ -4,12 +4,14 @@ Every attempt is scored as a one-step episode (`Domain.answer_step`: its answer'
 once), through the one tool runner (domains/tool_runner.py), which retries a failure of the
 sandbox itself (SandboxError) with backoff; if it persists the attempt keeps its row, marked as
 an environment error, and an `errors` row says why. The code's own failures (non-zero exit,
-timeout, memory) are results, not errors. `SandboxStage` opens the sandbox backend, the runner
-and a thread pool once per DoFn instance in setup(), for Execute and the Turn stage alike.
+timeout, memory) are results, not errors. `SandboxStage` takes this worker process's shared
+sandbox backend (one warm pool per process: sandbox/shared_pool.py), the runner and a thread pool
+in setup(), for Execute and the Turn stage alike.
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
@@ -18,7 +20,8 @@ from flywheel.domains.domain import Step
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import BACKOFF_S, RETRIES, ToolRunner, Unbuildable
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
-from flywheel.sandbox import SandboxError, get_backend
+from flywheel.sandbox import SandboxError, shared_pool, usage
+from flywheel.sandbox.pool import CONCURRENCY
 from flywheel.records.attempt import UNREADABLE, Attempt
 
 
@@ -99,22 +102,51 @@ def execute_batch(batch: list[Attempt], runner: ToolRunner,
 
 
 class SandboxStage(beam.DoFn):
-    """A DoFn that runs actions in the sandbox: the backend, the tool runner and a thread pool,
-    opened once per instance in setup()."""
+    """A DoFn that runs actions in the sandbox: this process's shared backend (one warm pool per
+    worker process and backend options, whatever the number of stages: sandbox/shared_pool.py),
+    the tool runner and a thread pool of `workers` threads (the sandbox concurrency by default),
+    taken in setup() and given back in teardown()."""
 
-    def __init__(self, backend: str, workers: int, retries: int = RETRIES,
+    def __init__(self, backend: str, workers: int | None = None, retries: int = RETRIES,
                  backoff_s: float = BACKOFF_S, options: dict | None = None):
-        self.backend_name, self.workers = backend, workers
-        self.retries, self.backoff_s, self.options = retries, backoff_s, options or {}
+        self.backend_name, self.options = backend, options or {}
+        self.workers = workers or concurrency(self.options)
+        self.retries, self.backoff_s = retries, backoff_s
 
     def setup(self):
-        self.backend = get_backend(self.backend_name, **self.options)
+        self.backend = shared_pool.acquire(self.backend_name, self.options)
         self.runner = ToolRunner(self.backend, self.retries, self.backoff_s)
         self.pool = ThreadPoolExecutor(self.workers)
 
+    def finish_bundle(self):
+        report_usage()
+
     def teardown(self):
         self.pool.shutdown(wait=True)
-        self.backend.close()
+        report_usage()
+        shared_pool.release(self.backend)
+
+
+def concurrency(options: dict) -> int:
+    """The sandbox concurrency of a run: its `pool_size` option, else sandbox/pool.py's default."""
+    return int(options.get("pool_size", CONCURRENCY))
+
+
+_REPORTED: dict[str, float] = {}
+_REPORTED_LOCK = threading.Lock()
+
+
+def report_usage() -> None:
+    """This process's sandbox tallies (pools opened, servers started, uid leases, the most uids
+    held at once, ms waited for one) added to the counters `sandbox_<name>` by what they grew
+    since the last report; the run log sums them over worker processes."""
+    with _REPORTED_LOCK:
+        now_ = usage.snapshot()
+        grown = {name: value - _REPORTED.get(name, 0) for name, value in now_.items()}
+        _REPORTED.update(now_)
+    for name, delta in grown.items():
+        if delta > 0:
+            count(f"sandbox_{name}", int(round(delta)))
 
 
 class _ExecuteBatch(SandboxStage):
@@ -128,7 +160,7 @@ class _ExecuteBatch(SandboxStage):
 class Execute(beam.PTransform):
     """Attempts in, attempts with `execution` (the sandbox's result record) and `turns` out."""
 
-    def __init__(self, backend: str = "local", workers: int = 4, batch_size: int = 64,
+    def __init__(self, backend: str = "local", workers: int | None = None, batch_size: int = 64,
                  retries: int = RETRIES, backoff_s: float = BACKOFF_S, options: dict | None = None):
         super().__init__()
         self.backend, self.workers, self.batch_size = backend, workers, batch_size

@@ -296,7 +296,7 @@ class Turn(beam.PTransform):
     """Live episodes in; {"live", "done", "errors"} out."""
 
     def __init__(self, handler: PolicyModelHandler, backend: str, options: dict | None = None,
-                 workers: int = 4, batch_size: int = 64):
+                 workers: int | None = None, batch_size: int = 64):
         super().__init__()
         self.handler, self.backend, self.options = handler, backend, dict(options or {})
         self.workers, self.batch_size = workers, batch_size

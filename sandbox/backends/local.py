@@ -6,7 +6,7 @@ a fork bomb is contained only when each concurrent sandbox has a uid of its own.
 files are written into the fresh tmpfs by bwrap itself from memfds: nothing touches the host disk.
 
 Python runs (`python FILE`, `-c`, `-m`) go to a warm pool of long-lived sandboxed interpreters
-(../pool.py) when `warm=True` and the pool starts on this machine; everything else runs cold,
+(../pool.py, at most `pool_size` of them) when `warm=True` and the pool starts on this machine; everything else runs cold,
 as does every request with `mounts` (each bound read-only where the request says).
 A request's `image` is ignored: runs see the host's interpreter, and a task's environment folder
 (a mount) is what supplies its packages here.
@@ -25,7 +25,9 @@ from flywheel.sandbox.contract import (
     ExecRequest, ExecResult, SandboxError, encode_text, register_backend)
 from flywheel.sandbox.exit_status import exit_code
 from flywheel.sandbox.seccomp import seccomp_filter
-from flywheel.sandbox.supervise import SANDBOX_PATH, SubprocessBackend, limited, result, supervise
+from flywheel.sandbox.pool import CONCURRENCY
+from flywheel.sandbox.supervise import (
+    LEASE_TIMEOUT_S, SANDBOX_PATH, UID_SLOTS, SubprocessBackend, limited, result, supervise)
 
 _EXTRA_PROCS = 1  # bwrap outside the namespaces (the command is pid 1 inside: see bwrap_argv)
 SECCOMP = seccomp_filter()
@@ -110,14 +112,15 @@ class LocalBackend(SubprocessBackend):
     """bubblewrap-isolated runs; thread-safe. `warm=False` forces a cold bwrap per run."""
 
     def __init__(self, uid_pool=None, candidates=None, warm: bool = True,
-                 preload: tuple[str, ...] | None = None, pool_size: int = 8):
+                 preload: tuple[str, ...] | None = None, pool_size: int = CONCURRENCY,
+                 uid_slots: int = UID_SLOTS, lease_timeout_s: float = LEASE_TIMEOUT_S):
         self._bwrap = find_bwrap()
         self._pool, self._python = None, None
-        super().__init__(uid_pool, candidates)
+        super().__init__(uid_pool, candidates, uid_slots, lease_timeout_s)
         if warm:
             from flywheel.sandbox.pool import WarmPool
             self._pool = WarmPool.try_start(self._bwrap, self._python, self._tools, self._uids,
-                                            preload=preload, size=pool_size)
+                                            preload=preload, size=int(pool_size))
 
     @classmethod
     def one_shot_options(cls) -> dict:

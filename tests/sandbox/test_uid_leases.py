@@ -16,7 +16,7 @@ import time
 import pytest
 
 from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
-from flywheel.sandbox.supervise import UidPool, _run_processes, end_uid
+from flywheel.sandbox.supervise import UidPool, _run_processes, become_subreaper, end_uid
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid leases are taken only as root")
 
@@ -98,7 +98,8 @@ def test_a_slot_whose_zombies_another_process_owes_is_passed_over(tmp_path):
     zombies under a slot's uid, and the slot is marked held. A lease cannot reap them, and they
     count against the uid's process limit: it takes the next slot, and the pool passes that slot
     over on its next leases rather than trying it again."""
-    pool = UidPool(size=2, base=BASE + 2, lock_dir=str(tmp_path))
+    become_subreaper()  # the owners' zombies come to this process when they die, whichever
+    pool = UidPool(size=2, base=BASE + 2, lock_dir=str(tmp_path))  # test ran here first
     poisoned, other = pool.uids
     owners = [subprocess.Popen([sys.executable, "-c", ZOMBIE_MAKER.format(uid=poisoned)],
                                stdout=subprocess.PIPE, text=True) for _ in range(2)]
