@@ -8,6 +8,13 @@ for the verdict at most `deadline_s`; past it the worker is killed and the next 
 fresh one. Parent and worker speak pickled messages over two pipes (multiprocessing's framing);
 only trusted values cross them: task, response text, ExecResult out; Verdict or a failure back.
 
+The worker loads only what the run's verifiers need: nothing at start but the registry, then, on
+the first verification by a verifier, its module and the heavy packages that module imports
+inside its functions (WARM_IMPORTS: sympy for math answers, jsonschema, reasoning-gym), without
+the memory cap and never charged to a verification's deadline. A run that scores only with
+`repo_tests` or `python_tests` never imports sympy or reasoning-gym. `preload` names verifiers to
+warm at start instead (a caller that knows its run's).
+
     with BoundedVerifier(Bounds(deadline_s=10)) as bounded:
         outcome = bounded.run(get_verifier("math_answer"), task, response, execution)
 """
@@ -26,9 +33,16 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from flywheel.verifiers.registry import Verdict, Verifier, available_verifiers, get_verifier
+from flywheel.verifiers.registry import Verdict, Verifier, get_verifier
 
-_PRELOAD = ("sympy", "jsonschema", "reasoning_gym")  # heavy imports paid once per worker, not per call
+# What a verifier module imports inside its functions (the registry's rule keeps heavy imports
+# there), imported with the module on its first use in a worker: paid once, never on a deadline.
+WARM_IMPORTS = {
+    "flywheel.verifiers.math_answer": ("sympy",),
+    "flywheel.verifiers.structured": ("jsonschema",),
+    "flywheel.verifiers.reasoning_gym": ("reasoning_gym",),
+    "flywheel.verifiers.render": ("PIL.Image",),
+}
 
 
 @dataclass(frozen=True)
@@ -51,8 +65,9 @@ class Outcome:
 class BoundedVerifier:
     """One warm worker process; `run` is thread-safe (calls queue on a lock)."""
 
-    def __init__(self, bounds: Bounds = Bounds()):
+    def __init__(self, bounds: Bounds = Bounds(), preload: tuple[str, ...] = ()):
         self.bounds = bounds
+        self.preload = tuple(preload)  # verifier names warmed as the worker starts
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._to: Connection | None = None
@@ -69,9 +84,7 @@ class BoundedVerifier:
     def _run_once(self, verifier: Verifier, task: dict, response: str, execution) -> Outcome:
         if self._proc is None or self._proc.poll() is not None:
             self._start()
-        if verifier.fn.__module__ not in self._imported:  # a plugin's imports: warm-up, not deadline
-            self._call(("import", verifier.fn.__module__), self.bounds.start_timeout_s)
-            self._imported.add(verifier.fn.__module__)
+        self._warm(verifier)
         try:
             self._to.send(("verify", verifier.name, task, response, execution))
             if not self._from.poll(self.bounds.deadline_s):
@@ -86,6 +99,21 @@ class BoundedVerifier:
         if status == "verifier_memory":
             self._stop()  # a MemoryError can leave any state half-built: start clean
         return Outcome(None, status if status == "verifier_memory" else payload[0], payload[-1])
+
+    def _warm(self, verifier: Verifier) -> None:
+        """Import `verifier`'s module and its WARM_IMPORTS in the worker, once per worker:
+        warm-up, uncapped, not on the deadline."""
+        if verifier.fn.__module__ not in self._imported:
+            self._call(("import", verifier.fn.__module__), self.bounds.start_timeout_s)
+            self._imported.add(verifier.fn.__module__)
+
+    def loaded_modules(self) -> set[str]:
+        """The modules the worker has imported (its `sys.modules`), starting it if need be."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+            status, names = self._call(("modules",), self.bounds.start_timeout_s)
+            return set(names) if status == "ok" else set()
 
     def close(self) -> None:
         with self._lock:
@@ -120,6 +148,8 @@ class BoundedVerifier:
         self._imported = set()
         # the worker imports what this process can (plugin verifiers)
         self._call(("start", list(sys.path)), self.bounds.start_timeout_s)
+        for name in self.preload:
+            self._warm(get_verifier(name))
 
     def _stop(self) -> int | None:
         proc, self._proc = self._proc, None
@@ -172,30 +202,32 @@ def _cap_memory(memory_mb: int | None) -> None:
 
 
 def _handle(request: tuple, memory_mb: int):
-    """("import", module): import the module that registers a verifier (a plugin's, outside
-    flywheel.verifiers), uncapped, then cap again above it; ("verify", name, task, response,
-    execution): its Verdict."""
+    """("import", module): import the module that registers a verifier and what it imports
+    inside its functions (WARM_IMPORTS), uncapped, then cap again above them; ("modules",): the
+    names in sys.modules; ("verify", name, task, response, execution): its Verdict."""
     if request[0] == "import":
         if request[1] != "__main__":
             _cap_memory(None)
             try:
                 importlib.import_module(request[1])
+                for name in WARM_IMPORTS.get(request[1], ()):
+                    if importlib.util.find_spec(name.split(".")[0]) is not None:
+                        importlib.import_module(name)
             finally:
                 _cap_memory(memory_mb)
         return None
+    if request[0] == "modules":
+        return sorted(sys.modules)
     _, name, task, response, execution = request
     return get_verifier(name)(task, response, execution)
 
 
 def serve(read_fd: int, write_fd: int, memory_mb: int) -> None:
-    """The worker: preload, cap memory at what it holds plus `memory_mb`, then verify until EOF."""
+    """The worker: cap memory at what it holds plus `memory_mb`, then verify until EOF. It
+    imports each verifier's module when told to (`_handle`), nothing else ahead."""
     _die_with_parent()
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     sys.path[:] = inbox.recv()[1]
-    for name in _PRELOAD:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name)
-    available_verifiers()
     _cap_memory(memory_mb)
     outbox.send("ready")
     while True:
