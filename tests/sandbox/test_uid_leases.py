@@ -122,3 +122,18 @@ def test_a_slot_whose_zombies_another_process_owes_is_passed_over(tmp_path):
 def _lease_once(pool):
     with pool.lease() as uid:
         return [uid]
+
+
+def test_an_exhausted_pool_says_its_limit_instead_of_waiting_for_good(tmp_path):
+    """Two slots, both held: a third lease waits its timeout, then fails naming the limit, who
+    holds the slots and the settings that change it; the held slots are untouched."""
+    pool = UidPool(size=2, base=BASE + 4, lock_dir=str(tmp_path), timeout_s=0.2)
+    with pool.lease() as first, pool.lease() as second:
+        with pytest.raises(SandboxError) as refused:
+            _lease_once(pool)
+        assert (tmp_path / str(first)).read_bytes() == (tmp_path / str(second)).read_bytes() == b"1"
+    message = str(refused.value)
+    for said in ("within 0.2 s", "all 2 uid slots", "2 locked now, 2 by this process",
+                 "pool_size", "uid_slots", "lease_timeout_s"):
+        assert said in message, message
+    assert _lease_once(pool) == [first]  # free again once released

@@ -12,9 +12,12 @@ from flywheel.domains.registry import get_domain
 from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
+from flywheel.sandbox import shared_pool
+from flywheel.sandbox.pool import CONCURRENCY
 from flywheel.schemas import validate_table
 from flywheel.trainer.policies.tiny import tokens
 from flywheel.trainer.trajectory_batches import make_batch
+from flywheel.transforms.episodes import turn_stages
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.turn import act, end_episode, start_episode
 
@@ -31,17 +34,32 @@ def config(**rollout) -> RunConfig:
     return RunConfig(seed=5, iterations=1, rollout=RolloutSettings(**settings), policy=PolicySpec())
 
 
-def rows_of(run_dir, cfg, beam_args=()):
+def rows_of(run_dir, cfg, beam_args=(), counters=None):
     spec = IterationSpec("episodes", 0, policy_version=0, checkpoint_uri=None)
-    run_rollout(cfg, spec, RunLayout(str(run_dir)), PipelineOptions(list(beam_args)))
+    result = run_rollout(cfg, spec, RunLayout(str(run_dir)), PipelineOptions(list(beam_args)))
+    if counters is not None:
+        counters.update({c.key.metric.name: c.committed for c in result.metrics().query()["counters"]})
     table = RunLayout(str(run_dir)).read_table("trajectories")
     validate_table("trajectories", table)
     return sorted(table.to_pylist(), key=lambda r: (r["task_id"], r["sample_index"]))
 
 
+IN_MEMORY_COUNTERS: dict = {}
+
+
 @pytest.fixture(scope="module")
 def in_memory(tmp_path_factory):
-    return rows_of(tmp_path_factory.mktemp("mem"), config())
+    return rows_of(tmp_path_factory.mktemp("mem"), config(), counters=IN_MEMORY_COUNTERS)
+
+
+def test_one_sandbox_pool_serves_every_stage_of_the_process(in_memory):
+    """Execute and the 3 Turn stages share this process's one warm pool: one opened, no more
+    servers than the sandbox concurrency, and it is closed when the last stage lets it go."""
+    assert turn_stages(config().rollout.domains, 3) == 3  # 4 sandbox stages in all
+    assert IN_MEMORY_COUNTERS["sandbox_pools_opened"] == 1
+    assert 1 <= IN_MEMORY_COUNTERS["sandbox_servers_started"] <= CONCURRENCY
+    assert IN_MEMORY_COUNTERS["sandbox_uids_held_peak"] <= 2 * CONCURRENCY  # servers + cold runs
+    assert shared_pool.open_backends() == {}
 
 
 def test_episodes_keep_exact_token_accounting(in_memory):

@@ -9,6 +9,7 @@ through this module, as a user's plugin verifier would be.
 import pytest
 
 from flywheel.domains.registry import get_domain
+from flywheel.sandbox import ExecResult
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.verify import verify_attempt
 from flywheel.verifiers import Verdict, get_verifier, register_verifier
@@ -157,3 +158,36 @@ def test_the_blame_probe_never_reuses_the_attempts_execution(bounded):
     probe = verify.blank_execution(printed)
     assert (probe.stdout, probe.stderr, probe.exit_code, probe.kill_reason) == ("", "", 0, None)
     assert verify.blank_execution(None) is None
+
+
+def _scored_in(worker, domain, response):
+    """Score a `domain` attempt in `worker`, with what running nothing gives as its execution."""
+    task = get_domain(domain).make_task("train", 0, 0)
+    attempt, = expand_task(task, run_id="t", iteration=0, policy_version=0, seed=0, n_samples=1,
+                           temperature=0.0, mode="eval")
+    ran = ExecResult(exit_code=0, stdout="", stderr="", timed_out=False, truncated=False,
+                     kill_reason=None, wall_ms=0.0, cpu_ms=0.0, backend="local")
+    scored, _ = verify_attempt(attempt.replace(response=response, execution=ran), worker)
+    return scored
+
+
+def test_the_worker_loads_only_what_the_runs_verifiers_import():
+    """A run scored by repo_tests and python_tests alone never imports sympy or reasoning-gym in
+    its verifier worker (they were preloaded for every run)."""
+    with BoundedVerifier(Bounds(deadline_s=10)) as worker:
+        verifiers = {_scored_in(worker, d, "x").verifier for d in ("repo_bugs", "humaneval")}
+        loaded = worker.loaded_modules()
+    assert verifiers == {"repo_tests", "python_tests"}
+    assert {"flywheel.verifiers.repo_tests", "flywheel.verifiers.python_tests"} <= loaded
+    assert not {"sympy", "reasoning_gym", "flywheel.verifiers.math_answer"} & loaded
+
+
+@pytest.mark.slow  # imports sympy in a fresh worker (seconds on a loaded machine)
+def test_a_verifiers_heavy_imports_load_with_it_before_its_deadline():
+    """math_answer's sympy is imported with the verifier's module on its first use, uncapped and
+    off the deadline, so the first verification is scored like any other."""
+    with BoundedVerifier(Bounds(deadline_s=10)) as worker:
+        assert "sympy" not in worker.loaded_modules()
+        scored, error = verify_attempt(math_attempt("\\boxed{0}"), worker)
+        assert scored.verifier == "math_answer" and scored.verdict in ("pass", "fail"), error
+        assert "sympy" in worker.loaded_modules()

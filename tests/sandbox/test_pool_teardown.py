@@ -1,0 +1,80 @@
+"""Closing the warm pool ends everything of its servers, without scanning /proc per server.
+
+A real sandboxed attempt forks a child that starts its own session and forks a grandchild
+(`sleep`), and is still running when the pool closes. The server's whole sandbox lives in one pid
+namespace; its teardown kills the outer bwrap and reaps the namespace's init, which the kernel
+lets happen only once every process of the namespace is gone. Afterwards no process of the
+server's leased uid is left, and the /proc scan (supervise._run_processes) never ran.
+"""
+
+import os
+import threading
+import time
+
+import pytest
+
+from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
+from flywheel.sandbox import supervise
+from flywheel.sandbox.supervise import UidPool, _run_processes
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid leases are taken only as root")
+
+BASE = 62920  # away from other tests' uids (test_uid_leases.py uses 62900-62906)
+
+FORKS_A_GRANDCHILD = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/usr/bin/sleep", ["sleep", "300"])
+    os._exit(0)
+time.sleep(300)
+"""
+
+
+def _sleeping(uid: int) -> bool:
+    for pid in _run_processes(None, uid):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == "sleep":
+                    return True
+        except OSError:
+            pass
+    return False
+
+
+def test_closing_the_pool_leaves_no_process_of_its_uids(tmp_path, monkeypatch):
+    try:
+        backend = get_backend("local", uid_pool=UidPool(size=4, base=BASE, lock_dir=str(tmp_path)))
+    except SandboxError as e:
+        pytest.skip(f"local cannot run here: {e}")
+    if not backend.warm:
+        backend.close()
+        pytest.skip("the warm pool does not start here")
+    outcome = []
+    run = threading.Thread(target=lambda: outcome.append(_run_catching(backend)))
+    run.start()
+    deadline = time.monotonic() + 30
+    while not any(_sleeping(s.uid) for s in backend._pool.servers):
+        assert time.monotonic() < deadline and run.is_alive(), outcome
+        time.sleep(0.02)
+    uids = [s.uid for s in backend._pool.servers]
+    assert any(len(_run_processes(None, uid)) >= 4 for uid in uids)  # bwrap, init, server, attempt...
+    scans = []
+    real = supervise._run_processes
+    monkeypatch.setattr(supervise, "_run_processes", lambda *a: scans.append(a) or real(*a))
+    backend.close()
+    monkeypatch.undo()
+    assert {uid: _run_processes(None, uid) for uid in uids} == {uid: {} for uid in uids}
+    assert scans == []  # proved by the namespace's init, not by a scan of /proc
+    run.join(30)
+    assert outcome and isinstance(outcome[0], SandboxError)  # the running attempt was told
+    assert all((tmp_path / str(uid)).read_bytes() == b"0" for uid in uids)  # released cleanly
+
+
+def _run_catching(backend):
+    try:
+        return backend.run(ExecRequest({}, ("python", "-c", FORKS_A_GRANDCHILD),
+                                       limits=Limits(timeout_s=60)))
+    except SandboxError as e:
+        return e
