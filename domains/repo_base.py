@@ -57,7 +57,6 @@ def materialized(files: dict[str, str], digest: str) -> str:
     match = _DIGEST.fullmatch(digest) if isinstance(digest, str) else None
     if match is None:
         raise SnapshotError(f"{digest!r} is not a snapshot digest (sha256:<64 hex digits>)")
-    check_files(files, f"snapshot {digest}")
     root = cache_root()
     os.makedirs(root, mode=0o755, exist_ok=True)
     info = os.lstat(root)
@@ -68,6 +67,7 @@ def materialized(files: dict[str, str], digest: str) -> str:
     with _lock:
         if folder in _checked and os.path.isdir(folder):
             return folder
+    check_files(files, f"snapshot {digest}")
     if os.path.lexists(folder):
         _private(folder, "the cached snapshot")
         if _matches(folder, files):
