@@ -110,8 +110,8 @@ def short_repr(value) -> str:
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = _REPR.maxlong = 60
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
-_REPR.maxlevel = 3
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+_REPR.maxlevel = 2
 
 
 def read_config_file(path: str) -> ConfigFile:
@@ -189,6 +189,8 @@ def _checked(value, hint):
         if not isinstance(value, list):
             raise TypeError(f"must be an array of {_name(args[0])}")
         if args[-1] is Ellipsis:
+            if not all(isinstance(v, (str, int, float, bool)) for v in value):  # no nesting
+                raise TypeError(f"must be an array of {_name(args[0])}")
             return tuple(_checked(v, args[0]) for v in value)
         if len(value) != len(args):
             raise TypeError(f"must be an array of {len(args)} values")
