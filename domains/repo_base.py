@@ -58,16 +58,16 @@ def materialized(files: dict[str, str], digest: str) -> str:
     if match is None:
         raise SnapshotError(f"{digest!r} is not a snapshot digest (sha256:<64 hex digits>)")
     root = cache_root()
+    folder = os.path.join(root, match.group(1))
+    with _lock:
+        if folder in _checked and os.path.isdir(folder):
+            return folder
+    check_files(files, f"snapshot {digest}")  # before anything is made
     os.makedirs(root, mode=0o755, exist_ok=True)
     info = os.lstat(root)
     if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
         os.chmod(root, 0o755)  # ours: whatever the umask made it, no one else writes there
     _private(root, "the snapshot cache")
-    folder = os.path.join(root, match.group(1))
-    with _lock:
-        if folder in _checked and os.path.isdir(folder):
-            return folder
-    check_files(files, f"snapshot {digest}")
     if os.path.lexists(folder):
         _private(folder, "the cached snapshot")
         if _matches(folder, files):

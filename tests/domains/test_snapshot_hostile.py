@@ -259,3 +259,25 @@ def test_tasks_validate_of_hostile_rows_writes_nothing_outside_the_store(tmp_pat
     assert all("field `repo" in p or "field `hidden_tests`" in p for p in report["problems"]), report
     assert listing(tmp_path, user) == before
     assert not os.path.lexists(target) and not (tmp_path / "canary").exists()
+
+
+def test_a_base_found_in_the_cache_is_checked_not_trusted(tmp_path, user, monkeypatch):
+    from flywheel.domains import repo_base
+    digest = SnapshotStore(str(user / "store")).put(FILES)
+    folder = materialized(FILES, digest)
+    core = os.path.join(folder, "tree", "pkg", "core.py")
+    os.chmod(core, 0o644)
+    with open(core, "w") as f:  # changed behind the manifest's back
+        f.write("import os; os.system('boom')\n")
+    os.symlink(str(tmp_path), os.path.join(folder, "tree", "pkg", "out"))  # and a link planted
+    monkeypatch.setattr(repo_base, "_checked", set())  # a new process
+    assert materialized(FILES, digest) == folder
+    assert open(core).read() == FILES["pkg/core.py"]
+    assert not os.path.lexists(os.path.join(folder, "tree", "pkg", "out"))
+    if os.geteuid() == 0:  # a cache folder another user owns (or can write) is refused
+        other = tmp_path / "theirs"
+        other.mkdir(mode=0o777)
+        os.chown(other, 65534, 65534)
+        monkeypatch.setenv("FLYWHEEL_SNAPSHOT_CACHE", str(other))
+        with pytest.raises(SnapshotError, match="not a folder of this user"):
+            materialized(FILES, digest)
