@@ -51,11 +51,12 @@ PRELOAD = ("json", "re", "math", "collections", "itertools", "functools", "rando
            "typing", "dataclasses", "unittest", "doctest", "heapq", "bisect", "fractions",
            "decimal", "statistics", "copy", "io", "traceback", "argparse", "operator", "textwrap")
 _MAX_REPLY = 64 << 20
-# Sandbox concurrency: the warm servers a pool may hold, and so the uids it leases, and the
-# threads a pipeline stage runs actions on (transforms/execute.py). One per 2-core worker process
-# keeps both cores busy while half the calls wait on their process; the sandbox option
-# `pool_size=N` sets it for a run.
-CONCURRENCY = 4
+# Sandbox concurrency: the warm servers a pool may hold (and so the uids it leases) and the
+# threads a pipeline stage runs actions on (transforms/execute.py), per worker process. 8 (the
+# warm pool's size before pools were shared) keeps a small worker's cores busy while calls wait
+# on their processes, and 2 workers x 8 is far from the machine's 256 uid slots; the sandbox
+# option `pool_size=N` sets it for a run.
+CONCURRENCY = 8
 log = logging.getLogger(__name__)
 
 
