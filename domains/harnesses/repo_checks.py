@@ -32,18 +32,43 @@ import time
 import traceback
 
 h = sys.modules["harness"]  # the tree, its paths and the logged runs (repo.py)
-TEST_DIRS = {"test", "tests", "testing"}
+TEST_DIRS = {"test", "tests"}
+TESTING_ROOTS = set()  # `testing` folders that hold tests in the snapshot (see testing_roots)
 
 
 def in_test_tree(rel):
     """Whether normalized repository path `rel` belongs to the test tree: a folder on its way is
-    named test, tests or testing (any case; `src/pkg/tests/data/x.json` too), or it is a
-    conftest.py anywhere, or a test module (`test_*.py`, `*_test.py`) anywhere. A rule, not a
-    list of patterns: whatever a repository keeps beside its tests is covered."""
+    named test or tests (any case; `src/pkg/tests/data/x.json` too) or is a `testing` folder that
+    holds tests in the snapshot (pytest's own `testing/`; never `numpy/testing`, a library), or
+    it is a conftest.py anywhere, or a test module (`test_*.py`, `*_test.py`) anywhere. A rule,
+    not a list of patterns: whatever a repository keeps beside its tests is covered."""
     parts = rel.split("/")
     name = parts[-1]
-    return (any(p.lower() in TEST_DIRS for p in parts[:-1]) or name == "conftest.py"
-            or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))))
+    return (any(p.lower() in TEST_DIRS or (p.lower() == "testing" and "/".join(parts[:i + 1]) in TESTING_ROOTS)
+                for i, p in enumerate(parts[:-1]))
+            or name == "conftest.py" or is_test_module(name))
+
+
+def is_test_module(name):
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def testing_roots(paths):
+    """The `testing` folders of `paths` (the snapshot's files) that directly hold a test module or
+    a conftest.py, with no test/tests folder between: a test folder by what it holds."""
+    roots = set()
+    for rel in paths:
+        parts = rel.split("/")
+        if len(parts) < 2 or not (parts[-1] == "conftest.py" or is_test_module(parts[-1])):
+            continue
+        for i in range(len(parts) - 2, -1, -1):
+            low = parts[i].lower()
+            if low in TEST_DIRS:
+                break
+            if low == "testing":
+                roots.add("/".join(parts[:i + 1]))
+                break
+    return roots
 
 
 def protected(rel, patterns):
@@ -94,6 +119,9 @@ def score(plan, known=None):
     guarded = lambda rel: (in_test_tree(rel) or rel in test_paths  # noqa: E731
                            or protected(rel, plan.get("protected") or ()))
     before = h.walk(h.REPO, known)
+    TESTING_ROOTS.clear()
+    TESTING_ROOTS.update(testing_roots([*(rel for rel, entry in before.items() if entry[0] == "file"),
+                                        *test_paths]))
     config = pytest_run.pristine_config(h.REPO)  # before the answer: its configuration never counts
     files = {}
     try:

@@ -167,3 +167,40 @@ def test_the_visible_rate_is_counted_not_printed(sandbox, environments):
     got = verifier(task, response, domain.run(sandbox, task, response))
     assert got.components["visible_pass_rate"] == 0.5, got.components  # test_empty passes, test_total not
     assert got.reward == 0.0
+
+
+def _checks_module():
+    """repo_checks.py loaded as the harness loads it (its `harness` is only read inside calls)."""
+    import importlib.util
+    import pathlib
+    import sys
+    import types
+
+    import flywheel.domains as domains
+    path = pathlib.Path(domains.__file__).parent / "harnesses" / "repo_checks.py"
+    saved = sys.modules.get("harness")
+    sys.modules["harness"] = types.ModuleType("harness")
+    try:
+        spec = importlib.util.spec_from_file_location("repo_checks_under_test", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if saved is None:
+            sys.modules.pop("harness", None)
+        else:
+            sys.modules["harness"] = saved
+    return module
+
+
+def test_unit_a_testing_folder_is_a_test_folder_only_when_it_holds_tests():
+    """pytest's own `testing/` (test modules in it) is test tree; numpy's `testing/` (a library,
+    its tests under `testing/tests/`) is not, so a fix there is kept, not put back."""
+    checks = _checks_module()
+    snapshot = ["testing/test_assertion.py", "testing/python/collect.py", "testing/example_scripts/x.txt",
+                "numpy/testing/_private/utils.py", "numpy/testing/tests/test_utils.py", "numpy/core/x.py"]
+    checks.TESTING_ROOTS.update(checks.testing_roots(snapshot))
+    assert checks.TESTING_ROOTS == {"testing"}
+    inside = {rel for rel in snapshot + ["testing/new_helper.py", "pkg/conftest.py", "a/b_test.py"]
+              if checks.in_test_tree(rel)}
+    assert inside == {"testing/test_assertion.py", "testing/python/collect.py", "testing/example_scripts/x.txt",
+                      "numpy/testing/tests/test_utils.py", "testing/new_helper.py", "pkg/conftest.py", "a/b_test.py"}
