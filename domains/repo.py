@@ -227,7 +227,8 @@ class RepoDomain(EpisodeDomain):
             task["repo"] = {**repo, "store": default_store()}  # where it was read: for the record
         task.setdefault("visible_tests", [])
         task.setdefault("regression_tests", [])
-        task.setdefault("protected", list(PROTECTED) + list(task["visible_tests"]))
+        shown = task["visible_tests"] if isinstance(task["visible_tests"], list) else []
+        task.setdefault("protected", list(PROTECTED) + [p for p in shown if isinstance(p, str)])
         task.setdefault("answer", task.get("reference_patch", ""))
         return task
 
@@ -254,8 +255,13 @@ class RepoDomain(EpisodeDomain):
             problems.append("field `test_patch` must be a unified diff (text)")
         if task.get("limits") is not None:
             problems += filter(None, [limits_problem(task["limits"])])
-        for path in task.get("visible_tests") or []:
-            if path not in files:
+        visible = task.get("visible_tests") or []
+        if not isinstance(visible, list):
+            return problems + ["field `visible_tests` must be a list of the snapshot's test files"]
+        for path in visible:
+            if not isinstance(path, str):
+                problems.append(f"field `visible_tests`: {str(path)[:80]!r} is not a path (text)")
+            elif path not in files:
                 problems.append(f"field `visible_tests`: {path!r} is not in the snapshot")
         return problems
 

@@ -118,6 +118,10 @@ def test_a_native_row_naming_a_folder_scores_from_the_store(tmp_path, monkeypatc
 
     assert prepare_task({**task, "visible_tests": ["tests/nope.py"]})[1] == [
         "field `visible_tests`: 'tests/nope.py' is not in the snapshot"]
+    assert prepare_task({**task, "visible_tests": [["tests/test_ops.py"]]})[1] == [
+        "field `visible_tests`: \"['tests/test_ops.py']\" is not a path (text)"]
+    assert prepare_task({**task, "visible_tests": "tests/test_ops.py"})[1] == [
+        "field `visible_tests` must be a list of the snapshot's test files"]
     gone = {**task, "repo": {**task["repo"], "snapshot": "sha256:" + "0" * 64}}
     assert any("field `repo.snapshot`" in p for p in prepare_task(gone)[1])
     _, problems = prepare_task({**task, "repo": {"path": "../elsewhere"}})
