@@ -105,7 +105,7 @@ class RemoteBackend(SandboxBackend):
                 if status == 200:
                     return load_result(data)
                 reason = _error_of(data)
-                if status in (400, 401, 404, 405, 411, 413):  # ours or the config's: no other server differs
+                if status in (400, 401, 404, 405, 411, 413, 415):  # ours or the config's: no other server differs
                     raise SandboxError(f"sandbox service {url} refused the run ({status}): {reason}")
                 failures.append(f"{url}: {status} {reason}")
             if attempt < self.retries:
