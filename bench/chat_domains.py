@@ -19,7 +19,7 @@ from rich.table import Table
 
 from flywheel.domains.registry import get_domain
 from flywheel.sandbox import get_backend
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.backends import create_policy
 from flywheel.verifiers import get_verifier
 
 DOMAINS = ("chat_arith", "chat_format", "chat_code")

@@ -92,7 +92,7 @@ def check_recorded(records: Path, seen: list[dict], model: str) -> dict:
     import torch
 
     from flywheel.schemas import read_table
-    from flywheel.trainer.policies import POLICIES
+    from flywheel.policy.backends import POLICIES
     rows = {r["interaction_id"]: r for r in
             read_table(str(records / "tables" / "interactions"), "interactions").to_pylist()}
     feedback = read_table(str(records / "tables" / "feedback"), "feedback").num_rows

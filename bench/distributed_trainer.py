@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 
 from flywheel.schemas import rows_to_file_table
 from flywheel.trainer.algorithm import Algorithm
-from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.policy.backends import create_policy
 from flywheel.trainer.train_job import spec_of
 from flywheel.trainer.train_step import TrainConfig
 

@@ -53,7 +53,7 @@ def main() -> None:
 
     from flywheel.pipelines.cli import main as flywheel
     from flywheel.pipelines.layout import RunLayout
-    from flywheel.trainer.checkpoint import recorded_digest
+    from flywheel.policy.checkpoint import recorded_digest
     run_dir = tempfile.mkdtemp(prefix="bench-engine-loads-")
     tasks = sums_file(tempfile.mkdtemp(prefix="bench-engine-tasks-"), args.sums)
     options = f"engine={args.engine},max_new_tokens={args.new_tokens},lora_r={args.lora_r}"

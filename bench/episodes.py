@@ -86,8 +86,8 @@ def beam_stages(live, policy_dir: str) -> int:
 
 def speed(n: int, console: Console) -> None:
     from flywheel.sandbox import get_backend
-    from flywheel.trainer.checkpoint import save_checkpoint
-    from flywheel.trainer.policies import create_policy
+    from flywheel.policy.checkpoint import save_checkpoint
+    from flywheel.policy.backends import create_policy
     policy = create_policy("tiny", {}, 0, "cpu")
     policy.module.eval()
     policy_dir = tempfile.mkdtemp(prefix="bench-episodes-")
@@ -119,7 +119,7 @@ def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: fl
     from flywheel.domains.registry import get_domain
     from flywheel.pipelines.layout import RunLayout
     from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
-    from flywheel.trainer.checkpoint import load_checkpoint
+    from flywheel.policy.checkpoint import load_checkpoint
     run_dir = Path(tempfile.mkdtemp(prefix="bench-episodes-run-")) / "run"
     command = [sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", str(run_dir),
                "--iterations", str(iterations), "--domains", ",".join(DOMAINS), "--max-turns", "3",

@@ -27,7 +27,7 @@ PROMPTS = [f"What is {a} + {b}? Answer with just the number." for a, b in
 def _policy(model: str, threads: int):
     import torch
 
-    from flywheel.trainer.policies import create_policy
+    from flywheel.policy.backends import create_policy
     torch.set_num_threads(threads)
     policy = create_policy("hf", {"model": model}, seed=0)
     policy.module.eval()
@@ -69,7 +69,7 @@ def bench_scoring(args, mode: str) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from flywheel.trainer.policies.hf.logprobs import positions
+    from flywheel.policy.backends.hf.logprobs import positions
     policy = _policy(args.model, args.threads)
     model = policy.module
     g = torch.Generator().manual_seed(0)
@@ -98,7 +98,7 @@ def bench_training(args, lora_r: int) -> dict:
     import torch
 
     from flywheel.trainer.optimizer import build_optimizer
-    from flywheel.trainer.policies import create_policy
+    from flywheel.policy.backends import create_policy
     from flywheel.trainer.train_step import TrainConfig, train_on_rows
     torch.set_num_threads(args.threads)
     policy = create_policy("hf", {"model": args.model, "lora_r": lora_r}, seed=0)

@@ -138,7 +138,7 @@ def speed(n: int, turns: int, seed: int, console: Console) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from episodes import one_at_a_time, turn_batched
     from flywheel.sandbox import get_backend
-    from flywheel.trainer.policies import create_policy
+    from flywheel.policy.backends import create_policy
     drawn = tasks(n, seed)
     folder = tempfile.mkdtemp(prefix="bench-repo-")
     script = os.path.join(folder, "script.jsonl")
@@ -176,7 +176,7 @@ def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> No
     from flywheel.domains.registry import get_domain
     from flywheel.domains.tool_runner import ToolRunner
     from flywheel.sandbox import get_backend
-    from flywheel.trainer.policies import create_policy
+    from flywheel.policy.backends import create_policy
     from flywheel.transforms.turn import act, end_episode, generate_turn_batch, start_episode, with_sample
     from flywheel.verifiers import get_verifier
     domain, verify = get_domain(DOMAIN_NAME), get_verifier("repo_tests")

@@ -27,8 +27,8 @@ from flywheel.pipelines.layout import RunLayout  # noqa: E402
 from flywheel.pipelines.plain_rollout import plain_rollout  # noqa: E402
 from flywheel.pipelines.rollout import IterationSpec, run_rollout  # noqa: E402
 from flywheel.domains.registry import get_domain  # noqa: E402
-from flywheel.trainer.checkpoint import load_checkpoint  # noqa: E402
-from flywheel.trainer.policies import create_policy  # noqa: E402
+from flywheel.policy.checkpoint import load_checkpoint  # noqa: E402
+from flywheel.policy.backends import create_policy  # noqa: E402
 
 
 def main() -> None:

@@ -120,9 +120,10 @@ def _train_once(mode: str, table: str, checkpoint: str, out: str) -> None:
         from flywheel.trainer.train import train_iteration
         stats = train_iteration(table, checkpoint, out, cfg, seed=0)
     else:
-        from flywheel.trainer.checkpoint import load_checkpoint
+        from flywheel.policy.checkpoint import load_checkpoint
         from flywheel.trainer.optimizer import build_optimizer
-        from flywheel.trainer.train_step import pick_device, train_on_rows
+        from flywheel.policy.device import pick_device
+        from flywheel.trainer.train_step import train_on_rows
         from flywheel.trainer.trajectory_batches import TRAIN_COLUMNS
         rows = read_table(table, "trajectories", columns=[*TRAIN_COLUMNS, "checkpoint_digest"],
                           missing_ok=False).to_pylist()

@@ -34,11 +34,11 @@ from flywheel.domains.registry import get_domain
 from flywheel.pipelines.plain_rollout import plain_rollout
 from flywheel.pipelines.sft_data import success_examples
 from flywheel.schemas import read_table
-from flywheel.trainer.checkpoint import save_checkpoint
+from flywheel.policy.checkpoint import save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.backends import create_policy
 from flywheel.trainer.supervised import SFTConfig, train_supervised
-from flywheel.trainer.train_step import pick_device
+from flywheel.policy.device import pick_device
 
 DOMAIN = "chat_arith"
 

@@ -51,7 +51,7 @@ def tasks(n: int) -> list[dict]:
 
 
 def load(args):
-    from flywheel.trainer.policies import create_policy
+    from flywheel.policy.backends import create_policy
     options = {"model": args.model, **({"lora_r": args.lora_r} if args.lora_r else {})}
     return create_policy("hf", options, seed=0)
 

@@ -56,9 +56,9 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from flywheel.trainer.policies import create_policy
-    from flywheel.trainer.checkpoint import Checkpoint, policy_digest
-    from flywheel.trainer.rollout_engine import create_engine
+    from flywheel.policy.backends import create_policy
+    from flywheel.policy.checkpoint import Checkpoint, policy_digest
+    from flywheel.policy.rollout_engine import create_engine
     torch.set_num_threads(args.threads)
     policy = create_policy("hf", {"model": args.model}, seed=0)  # engine=hf: its own sampler
     policy.module.eval()

@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, console) -> int:
-    from flywheel.trainer.checkpoint import CheckpointDigestError
+    from flywheel.policy.checkpoint import CheckpointDigestError
     try:
         info = export_checkpoint(args.run_dir, args.iteration, args.out)
     except (ExportError, CheckpointDigestError) as e:
@@ -57,9 +57,9 @@ def export_checkpoint(run_dir: str, iteration: int | str, out: str) -> dict:
     Hugging Face model folder; returns the provenance written beside it. Raises ExportError for
     a missing run or iteration, a non-empty `out`, or a backend without a Hugging Face format."""
     from flywheel.pipelines.layout import RunLayout
-    from flywheel.trainer.checkpoint import load_checkpoint
-    from flywheel.trainer.checkpoint_files import join
-    from flywheel.trainer.policies import POLICIES
+    from flywheel.policy.checkpoint import load_checkpoint
+    from flywheel.policy.checkpoint_files import join
+    from flywheel.policy.backends import POLICIES
 
     layout = RunLayout(run_dir)
     if not layout.exists(layout.run_json):
@@ -82,7 +82,7 @@ def export_checkpoint(run_dir: str, iteration: int | str, out: str) -> dict:
             "policy_version": checkpoint.meta.get("policy_version"),
             "lora_merged": bool(getattr(checkpoint.policy.options, "lora_r", 0))}
     if "://" in out and not out.startswith("file://"):
-        from flywheel.trainer.policies.hf.model_files import upload_dir
+        from flywheel.policy.backends.hf.model_files import upload_dir
         with tempfile.TemporaryDirectory() as tmp:
             _write(checkpoint.policy, tmp, info)
             upload_dir(tmp, out)

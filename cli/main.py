@@ -105,7 +105,7 @@ def cmd_run(argv: list[str], console: Console) -> int:
         print(config_toml(config.to_dict(), run_dir, beam_settings(options)), end="")
         return 0
     from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
-    from flywheel.trainer.checkpoint import CheckpointDigestError
+    from flywheel.policy.checkpoint import CheckpointDigestError
     from flywheel.trainer.train import StalePolicyError
     from flywheel.cli.progress import RunProgress
     from flywheel.reports.report import metric_table

@@ -161,9 +161,9 @@ def load_policy(model: str | None = None, run_dir: str | None = None,
     """The ServedPolicy of a run's checkpoint (`iteration`, "initial", or by default the last
     committed one), or of a fresh `backend` policy of `model` and `options`."""
     from flywheel.pipelines.serve import ServedPolicy
-    from flywheel.trainer.checkpoint import checkpoint_exists, load_checkpoint, policy_digest
-    from flywheel.trainer.policies import POLICIES
-    from flywheel.trainer.train_step import pick_device
+    from flywheel.policy.checkpoint import checkpoint_exists, load_checkpoint, policy_digest
+    from flywheel.policy.backends import POLICIES
+    from flywheel.policy.device import pick_device
     device = pick_device()  # a GPU where there is one
     if run_dir:
         from flywheel.pipelines.layout import RunLayout

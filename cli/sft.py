@@ -96,8 +96,8 @@ def run(args, console) -> int:
 def _start(args, device):
     """(policy, its digest, meta of the start) from --from-checkpoint or a fresh policy."""
     from flywheel.pipelines.option_items import parse_options, split_items
-    from flywheel.trainer.checkpoint import load_checkpoint, policy_digest
-    from flywheel.trainer.policies import create_policy
+    from flywheel.policy.checkpoint import load_checkpoint, policy_digest
+    from flywheel.policy.backends import create_policy
     if args.from_checkpoint:
         ckpt = load_checkpoint(args.from_checkpoint, device=device)
         return ckpt.policy, ckpt.digest, {"checkpoint": args.from_checkpoint, "stage": ckpt.meta.get(
@@ -159,9 +159,9 @@ def _train(args, console) -> int:
     import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from flywheel.trainer.checkpoint import save_checkpoint
+    from flywheel.policy.checkpoint import save_checkpoint
     from flywheel.trainer.optimizer import build_optimizer
-    from flywheel.trainer.train_step import pick_device
+    from flywheel.policy.device import pick_device
     dpo = args.command == "dpo"
     kind = "pairs" if dpo else "examples"
     cfg = _config(args)

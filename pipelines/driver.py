@@ -28,9 +28,9 @@ from flywheel.pipelines.steering_plan import plan_iteration
 from flywheel.pipelines.top_up import top_up
 from flywheel.pipelines.run_sandbox import not_for_a_run_to_choose
 from flywheel.schemas import SCHEMA_VERSION, TABLES
-from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
-from flywheel.trainer.checkpoint_files import join, read_file
-from flywheel.trainer.policies import POLICIES
+from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.policy.checkpoint_files import join, read_file
+from flywheel.policy.backends import POLICIES
 from flywheel.trainer.train import train_iteration
 from flywheel.transforms.policy_model import close_worker_model
 from flywheel.transforms.write_tables import write_parquet

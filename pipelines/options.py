@@ -23,8 +23,8 @@ from flywheel.sandbox import available_backends, check_options
 from flywheel.trainer.aggregation import AGGREGATIONS
 from flywheel.trainer.credit import ADVANTAGES, CREDITS
 from flywheel.trainer.losses import LOSSES
-from flywheel.trainer.policies import POLICIES
-from flywheel.trainer.policies.hf.named_models import NAMED_MODELS
+from flywheel.policy.backends import POLICIES
+from flywheel.policy.backends.hf.named_models import NAMED_MODELS
 
 LIST = None  # type of a flag whose value is a comma-separated list of strings
 

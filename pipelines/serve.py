@@ -12,7 +12,7 @@ feedback is a `feedback` row (serve_recorder.py writes both under the record dir
 The policy is not thread-safe, so ONE generation thread owns it: handlers put requests on a
 bounded queue (full: 503 with Retry-After, the client's cue to back off) and the thread samples
 up to `max_batch` waiting rows with one `sample` call of the policy's rollout engine (the hf
-sampler; vLLM with `--policy-options engine=vllm`: trainer/rollout_engine.py). Rows are
+sampler; vLLM with `--policy-options engine=vllm`: policy/rollout_engine.py). Rows are
 independent by contract; one call shares max_new_tokens, so a batch holds one max_tokens.
 
 The HTTP side is the sandbox service's (sandbox/service.py), built of its parts: a gate on
@@ -42,9 +42,9 @@ from flywheel.pipelines.serve_recorder import RecorderClosed, TableRecorder
 from flywheel.sandbox.gated_http import CappedServer, GatedHandler
 from flywheel.sandbox.service_limits import Refused, ServiceLimits, refusal
 from flywheel.sandbox.service_token import bearer_matches, is_loopback
-from flywheel.trainer.checkpoint import Checkpoint
-from flywheel.trainer.policy import Sample
-from flywheel.trainer.rollout_engine import create_engine
+from flywheel.policy.checkpoint import Checkpoint
+from flywheel.policy.policy import Sample
+from flywheel.policy.rollout_engine import create_engine
 
 ENDPOINTS = {"/v1/chat/completions": "POST", "/v1/feedback": "POST", "/v1/models": "GET",
              "/health": "GET"}

@@ -15,7 +15,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from flywheel.trainer.policy import Policy, Sample, message_text
+from flywheel.policy.policy import Policy, Sample, message_text
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 MAX_SEED = 2**62  # seeds are int64 in the table; choice i of a request samples with seed + i

@@ -26,8 +26,9 @@ from flywheel.domains.registry import get_domain
 from flywheel.pipelines.config import RunConfig, parse_options
 from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
 from flywheel.trainer.optimizer import build_optimizer
-from flywheel.trainer.policies import create_policy
-from flywheel.trainer.train_step import pick_device, supervised_step
+from flywheel.policy.backends import create_policy
+from flywheel.policy.device import pick_device
+from flywheel.trainer.train_step import supervised_step
 from flywheel.transforms.generate import fit_prompt
 from flywheel.transforms.turn import observation_ids
 

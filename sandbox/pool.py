@@ -148,10 +148,14 @@ class ForkServer:
         self._closed = True
         proc = getattr(self, "proc", None)
         if proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the outer bwrap: its init dies with it
-            if not namespace_reaped(self._init):
-                kill_run(proc.pid, self.uid)  # not shown empty: the scan, before the leader's reap
+            # Unreaped, its pid and the group it names are ours; once reaped (poll() of a server
+            # that died while idle) the number may name another run's group: never signalled.
+            alive = proc.poll() is None
+            if alive:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # the outer bwrap: its init dies with it
+            if not namespace_reaped(self._init):  # not shown empty: the scan, before the reap
+                kill_run(proc.pid if alive else None, self.uid)
             proc.wait()
             proc.stdin.close(), proc.stdout.close()
         if self._init is not None:

@@ -34,6 +34,10 @@ _CHUNK = 65536
 SANDBOX_PATH = "/usr/bin:/bin"
 UID_SLOTS = 256  # machine-wide slots (uids base..base+255); the sandbox option uid_slots
 LEASE_TIMEOUT_S = 60.0  # the longest a run waits for a free slot; the option lease_timeout_s
+# The one registry of slots on this machine: a fixed path, never one under $TMPDIR (or one a caller
+# picks), since kills act on the uid machine-wide. /run is root's own (nothing sandboxed can plant
+# it first) and is not made private per service as /tmp can be (systemd PrivateTmp).
+LOCK_DIR = "/run/flywheel-sandbox-uids" if os.access("/run", os.W_OK) else "/tmp/flywheel-sandbox-uids"
 
 
 class UidPool:
@@ -50,20 +54,25 @@ class UidPool:
     lease marks its file held and clears the mark only when it ends cleanly; the next lease of a
     slot still marked ends what is left under the uid first, or skips the slot if it cannot.
 
+    That kill, and kill_run's sweep of a run's uid, act on every process of the uid on the machine:
+    they are safe only because the lock files are the machine's one registry (LOCK_DIR, the same
+    for every process whatever its TMPDIR, and not a parameter). Two registries let two holders
+    lease one uid at once, and one's sweep SIGKILLed the other's bwrap before it wrote its exit
+    status (the uid-lease flake: tests/sandbox/test_uid_leases.py).
+
     A lease waits for a free slot at most `timeout_s` (the sandbox option `lease_timeout_s`), then
     raises a SandboxError naming the limit: how many slots, how many held and by how many
     processes, and the settings that change it. It never waits without end.
     """
 
-    def __init__(self, size: int = UID_SLOTS, base: int = 61000, lock_dir: str | None = None,
-                 timeout_s: float = LEASE_TIMEOUT_S):
+    def __init__(self, size: int = UID_SLOTS, base: int = 61000, timeout_s: float = LEASE_TIMEOUT_S):
         users = {entry.pw_uid for entry in pwd.getpwall()}
         self.uids = [uid for uid in range(base, base + size) if uid not in users]
         self.timeout_s = timeout_s
         self._skipped: dict[int, float] = {}  # uid -> when its leftovers last could not be ended
-        self.lock_dir = lock_dir or os.path.join(tempfile.gettempdir(), "flywheel-sandbox-uids")
+        self.lock_dir = LOCK_DIR
         os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
-        st = os.lstat(self.lock_dir)  # /tmp is shared: refuse a dir a sandboxed uid planted first
+        st = os.lstat(self.lock_dir)  # refuse a dir a sandboxed uid planted first (in /tmp)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
             raise SandboxError(f"uid lock dir {self.lock_dir} is not a private dir of this user")
 
@@ -225,10 +234,12 @@ def _run_processes(pgid: int | None, uid: int | None) -> dict[int, bool]:
     return found
 
 
-def kill_run(pgid: int, uid: int | None) -> None:
-    """SIGKILL everything a run left behind and reap what we adopted; the leader is left to wait4."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
+def kill_run(pgid: int | None, uid: int | None) -> None:
+    """SIGKILL everything a run left behind and reap what we adopted; the leader is left to wait4.
+    `pgid`: the run's group, named by its unreaped leader (None: by its uid alone)."""
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
     for _ in range(50):  # repeat: a process may fork while we scan
         procs = _run_processes(pgid, uid)
         live = [pid for pid, zombie in procs.items() if not zombie]

@@ -5,7 +5,7 @@ share this builder so that a restored optimizer state always meets the same opti
 """
 import torch
 
-from flywheel.trainer.policy import Policy
+from flywheel.policy.policy import Policy
 
 
 def build_optimizer(policy: Policy, *, lr: float, betas: tuple[float, float],

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from flywheel.registry import Registry
-from flywheel.trainer.policy import Policy
+from flywheel.policy.policy import Policy
 from flywheel.trainer.supervised import EpochHook, StepHook, as_rows, check_fits, sequence_logprobs
 from flywheel.trainer.train_step import microbatches
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from flywheel.trainer.policy import Policy
+from flywheel.policy.policy import Policy
 from flywheel.trainer.train_step import microbatches, trained_tokens
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
 

@@ -25,11 +25,12 @@ from collections.abc import Sequence
 from flywheel.schemas.read import table_dataset
 from flywheel.trainer import distributed
 from flywheel.trainer.algorithm import Algorithm
-from flywheel.trainer.checkpoint import load_checkpoint, recorded_digest, save_checkpoint
+from flywheel.policy.checkpoint import load_checkpoint, recorded_digest, save_checkpoint
 from flywheel.trainer.off_policy import StalePolicyError, check_staleness
 from flywheel.trainer.optimizer import apply_hyperparams, build_optimizer
-from flywheel.trainer.policy import Policy
-from flywheel.trainer.train_step import TrainConfig, pick_device, train_on_minibatches
+from flywheel.policy.policy import Policy
+from flywheel.policy.device import pick_device
+from flywheel.trainer.train_step import TrainConfig, train_on_minibatches
 from flywheel.trainer.trajectory_stream import WINDOW_ROWS, StreamedRows
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,6 @@ its aggregation by name from the run's `Algorithm`, optional KL to a frozen refe
 (trainer/trajectory_stream.py, what train_iteration uses); both draw the same minibatches from the
 same seed. `supervised_step` is the warm start on demonstrations.
 """
-import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Protocol
@@ -20,7 +19,7 @@ from flywheel.trainer.credit import carried_advantages, has_signal
 from flywheel.trainer import distributed
 from flywheel.trainer.losses import KL_ESTIMATORS, LOSSES
 from flywheel.trainer.off_policy import NO_WEIGHTS, OFF_POLICY_MODES, behaviour_weights
-from flywheel.trainer.policy import Policy
+from flywheel.policy.policy import Policy
 from flywheel.trainer.segments import segment_rows
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
 
@@ -70,21 +69,6 @@ class TrainConfig:
     def adamw(self) -> dict:
         """The optimizer's hyperparameters, for build_optimizer and apply_hyperparams."""
         return {"lr": self.lr, "betas": self.betas, "weight_decay": self.weight_decay}
-
-
-def pick_device() -> torch.device:
-    """CUDA when present, else CPU with FLYWHEEL_TORCH_THREADS intra-op threads (default 1).
-
-    Why 1: on the 2-core dev machine a second thread makes train_on_rows at most ~1.6x faster
-    when the machine is idle (1.1 s vs 1.9 s for 2048 rows), but whenever anything else runs
-    (Beam workers, sandboxes, tests) the OpenMP threads wait on each other and it gets 5-10x
-    slower (10-25 s). Set FLYWHEEL_TORCH_THREADS on a dedicated many-core trainer.
-    """
-    if torch.cuda.is_available():  # under a data-parallel launch, this process's own device
-        return (torch.device("cuda", distributed.local_rank()) if distributed.world()[1] > 1
-                else torch.device("cuda"))
-    torch.set_num_threads(int(os.environ.get("FLYWHEEL_TORCH_THREADS", "1")))
-    return torch.device("cpu")
 
 
 class MinibatchSource(Protocol):

@@ -38,7 +38,7 @@ from flywheel.records.attempt import Attempt
 from flywheel.registry import Registry
 
 if TYPE_CHECKING:
-    from flywheel.trainer.policy import Policy
+    from flywheel.policy.policy import Policy
 
 CUT_MARKER = "[observation cut]"
 OMITTED = "[{n} earlier turns omitted]"

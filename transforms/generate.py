@@ -20,8 +20,8 @@ from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import count, now
 
 if TYPE_CHECKING:  # torch loads in load_model, on the worker, not where the pipeline is built
-    from flywheel.trainer.policy import Policy
-    from flywheel.trainer.rollout_engine import RolloutEngine
+    from flywheel.policy.policy import Policy
+    from flywheel.policy.rollout_engine import RolloutEngine
     from flywheel.transforms.policy_model import PolicyModelHandler
 
 

@@ -4,7 +4,7 @@
     attempts | Generate(handler);  episodes | Turn(handler) ...
 
 A worker process holds one `WorkerModel`: the policy (its tokenizer frames prompts and
-observations) and one rollout engine (trainer/rollout_engine.py) that samples, whichever stages
+observations) and one rollout engine (policy/rollout_engine.py) that samples, whichever stages
 run. The handler names the weights it wants (a checkpoint, or a fresh policy from the run's
 backend, options and seed); a worker already running that checkpoint's digest loads nothing, so
 a run that mixes single- and multi-turn domains loads each iteration's weights once, and a vLLM
@@ -29,9 +29,9 @@ from flywheel.transforms.generate import generate_batch
 from flywheel.transforms.turn import generate_turn_batch
 
 if TYPE_CHECKING:
-    from flywheel.trainer.checkpoint import Checkpoint
-    from flywheel.trainer.policy import Policy
-    from flywheel.trainer.rollout_engine import RolloutEngine
+    from flywheel.policy.checkpoint import Checkpoint
+    from flywheel.policy.policy import Policy
+    from flywheel.policy.rollout_engine import RolloutEngine
 
 
 class WorkerModel:
@@ -55,8 +55,8 @@ class WorkerModel:
             return self.policy, self.digest, self.engine
 
     def _load(self, handler: PolicyModelHandler) -> None:
-        from flywheel.trainer.checkpoint import recorded_digest
-        from flywheel.trainer.rollout_engine import create_engine
+        from flywheel.policy.checkpoint import recorded_digest
+        from flywheel.policy.rollout_engine import create_engine
         if handler.checkpoint_uri and self.engine is not None \
                 and recorded_digest(handler.checkpoint_uri) == self.engine.digest:
             return  # the weights running are the checkpoint's: nothing to load
@@ -114,9 +114,9 @@ class PolicyModelHandler(ModelHandler[Attempt, PredictionResult, WorkerModel]):
 
     def load_checkpoint(self) -> Checkpoint:
         """The policy and its weights' digest, on this worker's device."""
-        from flywheel.trainer.checkpoint import Checkpoint, load_checkpoint, policy_digest
-        from flywheel.trainer.policies import create_policy
-        from flywheel.trainer.train_step import pick_device
+        from flywheel.policy.checkpoint import Checkpoint, load_checkpoint, policy_digest
+        from flywheel.policy.backends import create_policy
+        from flywheel.policy.device import pick_device
         device = pick_device()
         if self.checkpoint_uri:
             checkpoint = load_checkpoint(self.checkpoint_uri, device=device)  # checks the digest

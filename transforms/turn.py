@@ -17,7 +17,7 @@ the text the environment returned, log-probability 0, mask 0) in order, appended
 re-tokenized: what the trainer scores is what the policy saw. Observations are tokenized on the
 generating worker, where the tokenizer is: a policy renders them its own way
 (`encode_observation`: a chat template's tool message) and shows the tools in its prompt
-(`encode_tool_prompt`), or keeps trainer/policy.py's `PolicyDefaults`. The model handler
+(`encode_tool_prompt`), or keeps policy/policy.py's `PolicyDefaults`. The model handler
 (policy_model.py) is the one Generate uses, so a worker holds one policy and engine.
 """
 
@@ -42,8 +42,8 @@ from flywheel.transforms.execute import SandboxStage
 from flywheel.transforms.generate import fit_prompt
 
 if TYPE_CHECKING:
-    from flywheel.trainer.policy import Policy
-    from flywheel.trainer.rollout_engine import RolloutEngine
+    from flywheel.policy.policy import Policy
+    from flywheel.policy.rollout_engine import RolloutEngine
     from flywheel.transforms.policy_model import PolicyModelHandler
 
 DONE_TAG = "done"

@@ -93,17 +93,20 @@ def reap_init(status: bytes) -> float | None:
     measured for the init and what it reaped (the command: the outer bwrap's own rusage never
     holds it), or None where it is not ours to reap (no subreaper here), so that the caller looks
     for what is left the slow way."""
+    if status_field(status, "exit-code") is not None:
+        # The outer bwrap reaped it (it writes the exit code only then; --as-pid-1: the command
+        # is the namespace's init). The kernel kills and reaps everything in a pid namespace
+        # before its init can be reaped, so nothing of the run is left; its CPU is in the outer
+        # bwrap's rusage. No wait4 of its pid then: that number may already name another run's
+        # process, a child of ours whose status we would steal.
+        return 0.0
     pid = status_field(status, "child-pid")
     try:
-        if pid is not None:
+        if pid is not None:  # unreaped (the outer bwrap died first): ours as subreaper
             _, _, usage = os.wait4(pid, 0)
             return (usage.ru_utime + usage.ru_stime) * 1000
     except ChildProcessError:
-        if status_field(status, "exit-code") is not None:
-            # The outer bwrap reaped it (--as-pid-1: the command is the namespace's init). The
-            # kernel kills and reaps everything in a pid namespace before its init can be
-            # reaped, so nothing of the run is left; its CPU is in the outer bwrap's rusage.
-            return 0.0
+        pass
     return None
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from flywheel.cli.main import main
-from flywheel.trainer.checkpoint import load_checkpoint, policy_digest
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.checkpoint import load_checkpoint, policy_digest
+from flywheel.policy.backends import create_policy
 from flywheel.schemas.write import write_partitioned
 
 T0 = dt.datetime(2026, 12, 1, 12, tzinfo=dt.timezone.utc)

@@ -148,8 +148,8 @@ def test_token_files(tmp_path):
 
 def test_a_run_dir_serves_its_last_committed_checkpoint(tmp_path):
     from flywheel.pipelines.layout import RunLayout
-    from flywheel.trainer.checkpoint import save_checkpoint
-    from flywheel.trainer.policies import POLICIES
+    from flywheel.policy.checkpoint import save_checkpoint
+    from flywheel.policy.backends import POLICIES
     layout = RunLayout(str(tmp_path / "demo"))
     digests = [save_checkpoint(layout.checkpoint(k), POLICIES.get("tiny").create({}, seed=seed), None, {})
                for seed, k in enumerate((None, 0, 1))]

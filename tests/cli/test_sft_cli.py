@@ -9,8 +9,8 @@ pytest.importorskip("transformers", reason="the hf extra is not installed")
 
 from flywheel.cli.main import main  # noqa: E402
 from flywheel.schemas.write import write_partitioned  # noqa: E402
-from flywheel.trainer.checkpoint import load_checkpoint  # noqa: E402
-from flywheel.trainer.policies import create_policy  # noqa: E402
+from flywheel.policy.checkpoint import load_checkpoint  # noqa: E402
+from flywheel.policy.backends import create_policy  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +37,7 @@ def test_sft_on_a_domain_writes_a_checkpoint_with_its_curve(tmp_path, capsys):
 
 
 def load_digest(policy):
-    from flywheel.trainer.checkpoint import policy_digest
+    from flywheel.policy.checkpoint import policy_digest
     return policy_digest(policy)
 
 

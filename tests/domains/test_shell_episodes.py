@@ -8,8 +8,8 @@ from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall
 from flywheel.pipelines.warm_start import demonstrated
-from flywheel.trainer.policies import create_policy
-from flywheel.trainer.policies.tiny import tokens
+from flywheel.policy.backends import create_policy
+from flywheel.policy.backends.tiny import tokens
 from flywheel.verifiers import get_verifier
 
 DOMAIN = get_domain("shell_pick")

@@ -14,7 +14,7 @@ from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
 from flywheel.pipelines.layout import RunLayout
 from flywheel.reports.sql import query
 from flywheel.schemas import SCHEMA_VERSION
-from flywheel.trainer.checkpoint import load_checkpoint
+from flywheel.policy.checkpoint import load_checkpoint
 
 from .conftest import tiny_config
 

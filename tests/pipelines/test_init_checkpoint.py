@@ -7,7 +7,7 @@ import pytest
 from flywheel.pipelines.config import PolicySpec
 from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
 from flywheel.pipelines.layout import RunLayout
-from flywheel.trainer.checkpoint import load_checkpoint, recorded_digest
+from flywheel.policy.checkpoint import load_checkpoint, recorded_digest
 
 from .conftest import tiny_config
 

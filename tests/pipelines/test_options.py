@@ -53,7 +53,7 @@ def test_run_help_lists_what_the_registries_hold():
     listed = subprocess.run([sys.executable, "-c", (
         "from flywheel.sandbox import available_backends as b; "
         "from flywheel.trainer.credit import ADVANTAGES as a; "
-        "from flywheel.trainer.policies import POLICIES as p; "
+        "from flywheel.policy.backends import POLICIES as p; "
         "print('|'.join(', '.join(n) for n in (a.names(), p.names(), b())))")],
         capture_output=True, text=True, check=True).stdout.strip().split("|")
     out = subprocess.run(["flywheel", "run", "--help"], capture_output=True, text=True, check=True)

@@ -18,7 +18,7 @@ from flywheel.pipelines.config import OverlapSettings
 from flywheel.pipelines.driver import run_iterations
 from flywheel.pipelines.layout import RunLayout
 from flywheel.reports.sql import query
-from flywheel.trainer.checkpoint import recorded_digest
+from flywheel.policy.checkpoint import recorded_digest
 
 from .conftest import tiny_config
 

@@ -15,7 +15,7 @@ from flywheel.pipelines.review_queue import audited, observation_text
 from flywheel.pipelines.review_rewards import reviewed_groups, scores_by_attempt
 from flywheel.reports.sql import query
 from flywheel.schemas.write import write_partitioned
-from flywheel.trainer.checkpoint import recorded_digest
+from flywheel.policy.checkpoint import recorded_digest
 
 from .conftest import tiny_config
 

@@ -8,8 +8,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.schemas import SCHEMA_VERSION
-from flywheel.trainer.checkpoint import policy_digest, save_checkpoint
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.checkpoint import policy_digest, save_checkpoint
+from flywheel.policy.backends import create_policy
 from flywheel.trainer.train import StalePolicyError, train_iteration
 
 from .conftest import tiny_config
@@ -60,7 +60,7 @@ def test_a_rollout_without_a_checkpoint_records_the_fresh_policys_digest(tmp_pat
 def test_each_iteration_records_the_checkpoint_the_trainer_wrote_before_it(tmp_path):
     from flywheel.pipelines.driver import run_iterations
     from flywheel.reports.sql import query
-    from flywheel.trainer.checkpoint import load_checkpoint
+    from flywheel.policy.checkpoint import load_checkpoint
     config = tiny_config(domains=("add",), tasks_per_domain=3, heldout_per_domain=1, n_samples=4)
     run_iterations(str(tmp_path), config)
     layout = RunLayout(str(tmp_path))

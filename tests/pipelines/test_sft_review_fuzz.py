@@ -14,7 +14,7 @@ from flywheel.pipelines.review_rewards import reviewed_groups, scores_by_attempt
 from flywheel.pipelines.review_stats import summary, usable_label
 from flywheel.pipelines.sft_data import table_examples, table_pairs
 from flywheel.schemas.write import write_partitioned
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.backends import create_policy
 
 POLICY = create_policy("tiny", {}, seed=0)
 DIGEST = "sha256:start"

@@ -7,8 +7,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.pipelines.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
-from flywheel.trainer.checkpoint import save_checkpoint
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.checkpoint import save_checkpoint
+from flywheel.policy.backends import create_policy
 from flywheel.transforms.policy_model import close_worker_model
 
 from .conftest import tiny_config

@@ -8,7 +8,7 @@ import torch
 from flywheel.pipelines.config import RunConfig
 from flywheel.pipelines.driver import run_iterations
 from flywheel.pipelines.layout import RunLayout
-from flywheel.trainer.checkpoint import load_checkpoint
+from flywheel.policy.checkpoint import load_checkpoint
 
 from .conftest import tiny_config
 

@@ -10,6 +10,7 @@ server's leased uid is left, and the /proc scan (supervise._run_processes) never
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -43,9 +44,9 @@ def _sleeping(uid: int) -> bool:
     return False
 
 
-def test_closing_the_pool_leaves_no_process_of_its_uids(tmp_path, monkeypatch):
+def test_closing_the_pool_leaves_no_process_of_its_uids(monkeypatch):
     try:
-        backend = get_backend("local", uid_pool=UidPool(size=4, base=BASE, lock_dir=str(tmp_path)))
+        backend = get_backend("local", uid_pool=UidPool(size=4, base=BASE))
     except SandboxError as e:
         pytest.skip(f"local cannot run here: {e}")
     if not backend.warm:
@@ -69,7 +70,7 @@ def test_closing_the_pool_leaves_no_process_of_its_uids(tmp_path, monkeypatch):
     assert scans == []  # proved by the namespace's init, not by a scan of /proc
     run.join(30)
     assert outcome and isinstance(outcome[0], SandboxError)  # the running attempt was told
-    assert all((tmp_path / str(uid)).read_bytes() == b"0" for uid in uids)  # released cleanly
+    assert all(Path(supervise.LOCK_DIR, str(uid)).read_bytes() == b"0" for uid in uids)  # released
 
 
 def _run_catching(backend):

@@ -20,16 +20,15 @@ from flywheel.sandbox.supervise import UidPool, _run_processes, become_subreaper
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid leases are taken only as root")
 
-# Each test has uids of its own, away from the pools of other tests and from each other: xdist
-# runs this file's tests on different workers at once, and a lease's end_uid SIGKILLs whatever
-# runs under its uid. (The first test's bwrap was killed -9 in 2 of 3 quick-tier runs while the
-# zombie test on the other worker, then on the same uids, ended them; never when run alone.)
+# Each test has uids of its own (62900-62908), away from the pools of other tests: xdist runs
+# these tests on different workers at once. Leases of one uid exclude each other on the whole
+# machine (one registry), so sharing would only make them wait, never kill each other's runs.
 BASE = 62900
 
 HOLDER = textwrap.dedent("""
     import subprocess, sys, time
     from flywheel.sandbox.supervise import UidPool
-    with UidPool(size=1, base={base}, lock_dir={lock_dir!r}).lease() as uid:
+    with UidPool(size=1, base={base}).lease() as uid:
         for _ in range(6):  # more than the next run's whole process budget
             subprocess.Popen(["setpriv", f"--reuid={{uid}}", f"--regid={{uid}}", "--clear-groups",
                               "sleep", "300"], start_new_session=True)
@@ -38,9 +37,9 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def kill_a_holder(lock_dir) -> int:
+def kill_a_holder() -> int:
     """A process that leases the slot, leaves processes under its uid and is SIGKILLed."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(base=BASE, lock_dir=str(lock_dir))],
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(base=BASE)],
                               stdout=subprocess.PIPE, text=True)
     uid = int(holder.stdout.readline())
     holder.kill()
@@ -52,10 +51,10 @@ def kill_a_holder(lock_dir) -> int:
     return uid
 
 
-def test_the_next_lease_ends_what_a_killed_holder_left(tmp_path):
-    uid = kill_a_holder(tmp_path)
+def test_the_next_lease_ends_what_a_killed_holder_left():
+    uid = kill_a_holder()
     try:
-        backend = get_backend("local", uid_pool=UidPool(size=1, base=BASE, lock_dir=str(tmp_path)),
+        backend = get_backend("local", uid_pool=UidPool(size=1, base=BASE),
                               warm=False)
     except SandboxError as e:
         pytest.skip(f"local cannot run here: {e}")
@@ -75,12 +74,17 @@ def test_the_next_lease_ends_what_a_killed_holder_left(tmp_path):
         backend.close()
 
 
-def test_a_clean_release_needs_no_sweep(tmp_path):
+def test_a_clean_release_needs_no_sweep():
     """The mark is cleared when a lease ends normally, and set again by the next."""
-    pool = UidPool(size=1, base=BASE + 1, lock_dir=str(tmp_path))
+    pool = UidPool(size=1, base=BASE + 1)
     with pool.lease() as uid:
-        assert (tmp_path / str(uid)).read_bytes() == b"1"
-    assert (tmp_path / str(uid)).read_bytes() == b"0"
+        assert _mark(pool, uid) == b"1"
+    assert _mark(pool, uid) == b"0"
+
+
+def _mark(pool, uid) -> bytes:
+    with open(os.path.join(pool.lock_dir, str(uid)), "rb") as f:
+        return f.read()
 
 
 ZOMBIE_MAKER = textwrap.dedent("""
@@ -93,13 +97,13 @@ ZOMBIE_MAKER = textwrap.dedent("""
 """)
 
 
-def test_a_slot_whose_zombies_another_process_owes_is_passed_over(tmp_path):
+def test_a_slot_whose_zombies_another_process_owes_is_passed_over():
     """Another process (a pytest worker holding its dead sandboxes' zombies) owes a wait to two
     zombies under a slot's uid, and the slot is marked held. A lease cannot reap them, and they
     count against the uid's process limit: it takes the next slot, and the pool passes that slot
     over on its next leases rather than trying it again."""
     become_subreaper()  # the owners' zombies come to this process when they die, whichever
-    pool = UidPool(size=2, base=BASE + 2, lock_dir=str(tmp_path))  # test ran here first
+    pool = UidPool(size=2, base=BASE + 2)
     poisoned, other = pool.uids
     owners = [subprocess.Popen([sys.executable, "-c", ZOMBIE_MAKER.format(uid=poisoned)],
                                stdout=subprocess.PIPE, text=True) for _ in range(2)]
@@ -109,9 +113,10 @@ def test_a_slot_whose_zombies_another_process_owes_is_passed_over(tmp_path):
         while sorted(p for p, z in _run_processes(None, poisoned).items() if z) != sorted(zombies):
             assert time.monotonic() < deadline, _run_processes(None, poisoned)
             time.sleep(0.05)
-        (tmp_path / str(poisoned)).write_bytes(b"1")  # marked held: its holder did not end cleanly
+        with open(os.path.join(pool.lock_dir, str(poisoned)), "wb") as f:
+            f.write(b"1")  # marked held: its holder did not end cleanly
         assert [_lease_once(pool) for _ in range(3)] == [[other]] * 3
-        assert poisoned in pool._skipped and (tmp_path / str(poisoned)).read_bytes() == b"1"
+        assert poisoned in pool._skipped and _mark(pool, poisoned) == b"1"
     finally:
         for owner in owners:
             owner.kill()
@@ -124,16 +129,56 @@ def _lease_once(pool):
         return [uid]
 
 
-def test_an_exhausted_pool_says_its_limit_instead_of_waiting_for_good(tmp_path):
+def test_an_exhausted_pool_says_its_limit_instead_of_waiting_for_good():
     """Two slots, both held: a third lease waits its timeout, then fails naming the limit, who
     holds the slots and the settings that change it; the held slots are untouched."""
-    pool = UidPool(size=2, base=BASE + 4, lock_dir=str(tmp_path), timeout_s=0.2)
+    pool = UidPool(size=2, base=BASE + 4, timeout_s=0.2)
     with pool.lease() as first, pool.lease() as second:
         with pytest.raises(SandboxError) as refused:
             _lease_once(pool)
-        assert (tmp_path / str(first)).read_bytes() == (tmp_path / str(second)).read_bytes() == b"1"
+        assert _mark(pool, first) == _mark(pool, second) == b"1"
     message = str(refused.value)
     for said in ("within 0.2 s", "all 2 uid slots", "2 locked now, 2 by this process",
                  "pool_size", "uid_slots", "lease_timeout_s"):
         assert said in message, message
     assert _lease_once(pool) == [first]  # free again once released
+
+
+OTHER_PROCESS_LEASE = textwrap.dedent("""
+    from flywheel.sandbox.supervise import UidPool
+    from flywheel.sandbox.contract import SandboxError
+    try:
+        with UidPool(size=1, base={base}, timeout_s=0.3).lease() as uid:
+            print("leased", uid)
+    except SandboxError as e:
+        print("refused", e)
+""")
+
+
+def test_a_uid_in_use_is_never_leased_by_another_process_whatever_its_tmpdir(tmp_path):
+    """The uid-lease flake (a run's bwrap SIGKILLed before it wrote its exit status): two leases
+    of one uid at once, each pool sure it owned it, and the second ended "what the last holder
+    left" (or swept the uid after a timeout), killing the first's run. The slot registry was a
+    folder under $TMPDIR (or any lock_dir a caller chose), while kills act on the uid machine-wide.
+    A process with another TMPDIR, where a killed holder once left the slot marked held, must be
+    refused the uid this process holds, and what runs under it must live on."""
+    pool = UidPool(size=1, base=BASE + 8)
+    with pool.lease() as uid:
+        run = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                                "sleep", "60"], start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10  # setpriv takes the uid a moment after it started
+            while run.pid not in _run_processes(None, uid):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            elsewhere = tmp_path / "flywheel-sandbox-uids"  # a registry where TMPDIR points
+            elsewhere.mkdir(mode=0o700)
+            (elsewhere / str(uid)).write_bytes(b"1")  # held: its holder there was killed
+            other = subprocess.run([sys.executable, "-c", OTHER_PROCESS_LEASE.format(base=uid)],
+                                   env={**os.environ, "TMPDIR": str(tmp_path)},
+                                   capture_output=True, text=True, timeout=60)
+            assert other.stdout.startswith("refused no sandbox uid free"), other.stdout + other.stderr
+            assert run.poll() is None, "the other process's lease killed this one's run"
+        finally:
+            run.kill()
+            run.wait()

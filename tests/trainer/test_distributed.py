@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from flywheel.trainer.algorithm import Algorithm
-from flywheel.trainer.checkpoint import load_checkpoint, policy_digest, save_checkpoint
+from flywheel.policy.checkpoint import load_checkpoint, policy_digest, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.trainer.train_job import run as run_job
 from flywheel.trainer.train_job import spec_of

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from flywheel.trainer.checkpoint import policy_digest, save_checkpoint
+from flywheel.policy.checkpoint import policy_digest, save_checkpoint
 from flywheel.trainer.losses import LOSSES
 from flywheel.trainer.off_policy import StalePolicyError, behaviour_weights, check_staleness
 from flywheel.trainer.train import train_iteration

@@ -10,7 +10,7 @@ import torch
 from flywheel.pipelines.sft_data import review_pairs
 from flywheel.schemas.write import write_partitioned
 from flywheel.trainer.optimizer import build_optimizer
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.backends import create_policy
 from flywheel.trainer.preference import (DPOConfig, evaluate_pairs, pair, preference_loss,
                                          train_preference, with_reference)
 

@@ -5,10 +5,10 @@ import torch
 
 from flywheel.pipelines.sft_data import domain_examples, run_examples, success_examples
 from flywheel.schemas.write import write_partitioned
-from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
-from flywheel.trainer.policies import create_policy
-from flywheel.trainer.policies.tiny import tokens as tk
+from flywheel.policy.backends import create_policy
+from flywheel.policy.backends.tiny import tokens as tk
 from flywheel.trainer.supervised import SFTConfig, as_rows, example, mean_loss, train_supervised
 from flywheel.trainer.trajectory_batches import make_batch
 
@@ -169,7 +169,7 @@ def test_a_run_folder_trains_its_texts_never_ids_that_spell_another(tmp_path):
 
 def test_imported_examples_use_exact_ids_only_for_the_starting_weights(tmp_path):
     from flywheel.pipelines.sft_data import table_examples
-    from flywheel.trainer.checkpoint import policy_digest
+    from flywheel.policy.checkpoint import policy_digest
     policy = create_policy("tiny", {}, seed=0)
     digest = policy_digest(policy)
     folder = str(tmp_path / "imports")
@@ -214,7 +214,7 @@ def test_recorded_ids_that_do_not_spell_the_text_are_re_encoded_and_flagged(tmp_
     whatever ids it brings; a forged context is re-encoded from its messages. Table-driven over
     the forgeries of one policy, in one table."""
     from flywheel.pipelines.sft_data import table_examples
-    from flywheel.trainer.checkpoint import policy_digest
+    from flywheel.policy.checkpoint import policy_digest
     policy = create_policy("tiny", {}, seed=0)
     digest = policy_digest(policy)
     prompt = tk.encode_prompt("2+2=")

@@ -8,9 +8,9 @@ import torch
 
 from flywheel.schemas import SchemaVersionError, read_table, rows_to_file_table
 from flywheel.trainer.credit import ADVANTAGES
-from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.backends import create_policy
 from flywheel.trainer.train import train_iteration
 from flywheel.trainer.train_step import TrainConfig, supervised_step, train_on_rows
 from flywheel.trainer.trajectory_batches import make_batch

@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from flywheel.trainer.checkpoint import recorded_digest, save_checkpoint
+from flywheel.policy.checkpoint import recorded_digest, save_checkpoint
 from flywheel.trainer.train_job import serve, spec_of
 from flywheel.trainer.train_step import TrainConfig
 

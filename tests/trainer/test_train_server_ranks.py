@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from flywheel.pipelines.overlap import TrainerLane, trainer_command
 from flywheel.trainer.algorithm import Algorithm
-from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.train_job import run as run_job
 from flywheel.trainer.train_job import spec_of
 from flywheel.trainer.train_step import TrainConfig

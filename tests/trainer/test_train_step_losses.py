@@ -10,7 +10,7 @@ from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import ADVANTAGES
 from flywheel.trainer.losses import LOSSES
 from flywheel.trainer.optimizer import build_optimizer
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.backends import create_policy
 from flywheel.trainer.train_step import TrainConfig, train_on_rows
 
 OPTIONS = {"d_model": 32, "n_layers": 2, "context": 24}
@@ -79,7 +79,7 @@ def test_train_iteration_loads_the_reference_only_for_a_kl_term(tmp_path):
     import pyarrow.parquet as pq
 
     from flywheel.schemas import rows_to_file_table
-    from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
+    from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
     from flywheel.trainer.train import train_iteration
 
     policy = create_policy("tiny", OPTIONS, seed=0)

@@ -8,10 +8,10 @@ import torch
 
 from flywheel.schemas import rows_to_file_table
 from flywheel.trainer.algorithm import Algorithm
-from flywheel.trainer.checkpoint import load_checkpoint, save_checkpoint
+from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.credit import assign_credit
 from flywheel.trainer.optimizer import build_optimizer
-from flywheel.trainer.policies import create_policy
+from flywheel.policy.backends import create_policy
 from flywheel.trainer.train import train_iteration
 from flywheel.trainer.train_step import RowsInMemory, TrainConfig, train_on_rows
 

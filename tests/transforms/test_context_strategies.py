@@ -12,8 +12,8 @@ from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.sandbox import get_backend
-from flywheel.trainer.policies import create_policy
-from flywheel.trainer.policies.tiny import tokens
+from flywheel.policy.backends import create_policy
+from flywheel.policy.backends.tiny import tokens
 from flywheel.trainer.segments import segment_rows
 from flywheel.trainer.trajectory_batches import make_batch
 from flywheel.transforms.context_strategies import CUT_MARKER, SUMMARY_REQUEST

@@ -15,7 +15,7 @@ from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.sandbox import shared_pool
 from flywheel.sandbox.pool import CONCURRENCY
 from flywheel.schemas import validate_table
-from flywheel.trainer.policies.tiny import tokens
+from flywheel.policy.backends.tiny import tokens
 from flywheel.trainer.trajectory_batches import make_batch
 from flywheel.transforms.episodes import turn_stages
 from flywheel.transforms.expand import expand_task

@@ -1,0 +1,100 @@
+"""The `standin` backend: a policy with no model, for load tests of the pipeline at scale.
+
+    flywheel run --policy standin --policy-options mode=digits ...
+
+It answers at once, so what a load test measures is the pipeline (reading tasks, the sandbox,
+verifiers, tables, the trainer's reading), never a model. `mode=fixed` answers `response` to
+every prompt; `mode=digits` answers a number of 1 to 3 digits drawn from the row's seed (so
+groups have some reward variance). Log-probabilities are a constant (LOGPROB); its one trainable
+parameter leaves every value unchanged but takes gradients, so a train step runs and changes it.
+Byte-level token ids, as the `tiny` backend's.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from flywheel.policy.backends import POLICIES
+from flywheel.policy.backends.tiny import tokens
+from flywheel.policy.policy import PolicyDefaults, Sample
+
+LOGPROB = -0.5
+MODES = ("fixed", "digits")
+
+
+class _Bias(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(1))
+
+
+class ModelFree(PolicyDefaults):
+    """What the backends without a model (standin, scripted) share: byte-level ids as the `tiny`
+    backend's, a constant log-probability (LOGPROB) per token, and one trainable parameter that
+    leaves every value unchanged but takes gradients, so a train step runs and changes it."""
+
+    pretrained = True  # nothing to warm-start
+    pad_id = tokens.PAD
+    eos_ids = (tokens.EOS,)
+    encode_prompt = staticmethod(tokens.encode_prompt)
+    encode_response = staticmethod(tokens.encode_response)
+    decode = staticmethod(tokens.decode)
+
+    def __init__(self):
+        self.module = _Bias()
+
+    @staticmethod
+    def answers(texts: Sequence[str], max_new_tokens: int) -> list[Sample]:
+        """Each text as a sample: its ids (cut to max_new_tokens), LOGPROB each."""
+        samples = []
+        for text in texts:
+            ids = tokens.encode_response(text)[:max_new_tokens]
+            samples.append(Sample(ids, [LOGPROB] * len(ids),
+                                  "stop" if ids and ids[-1] == tokens.EOS else "length"))
+        return samples
+
+    def with_bias(self, saved: Mapping):
+        """This policy with the trained parameter a checkpoint saved."""
+        with torch.no_grad():
+            self.module.bias.fill_(saved["bias"])
+        return self
+
+    def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
+                       temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
+        """(B, T) -> (B, T-1) of LOGPROB, with a gradient of 1 to the bias."""
+        bias = self.module.bias
+        return torch.full(input_ids[:, 1:].shape, LOGPROB, device=input_ids.device) + (bias - bias.detach())
+
+
+@POLICIES.register("standin")
+class StandinPolicy(ModelFree):
+    context = 1 << 16
+
+    def __init__(self, mode: str = "digits", response: str = "0"):
+        if mode not in MODES:
+            raise ValueError(f"standin policy: mode {mode!r} is not one of {MODES}")
+        super().__init__()
+        self.mode, self.response = mode, str(response)
+
+    @classmethod
+    def create(cls, options: Mapping[str, object], seed: int,
+               device: str | torch.device = "cpu") -> StandinPolicy:
+        unknown = set(options) - {"mode", "response"}
+        if unknown:
+            raise ValueError(f"standin policy: unknown options {sorted(unknown)}; it takes mode, response")
+        return cls(**options)
+
+    def save(self, uri: str) -> dict:
+        return {"mode": self.mode, "response": self.response, "bias": self.module.bias.item()}
+
+    @classmethod
+    def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> StandinPolicy:
+        return cls(saved["mode"], saved["response"]).with_bias(saved)
+
+    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
+               seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
+        return self.answers([self.response if self.mode == "fixed"
+                             else str(random.Random(seed).randrange(1000)) for seed in seeds], max_new_tokens)
