@@ -35,9 +35,9 @@ SANDBOX_PATH = "/usr/bin:/bin"
 UID_SLOTS = 256  # machine-wide slots (uids base..base+255); the sandbox option uid_slots
 LEASE_TIMEOUT_S = 60.0  # the longest a run waits for a free slot; the option lease_timeout_s
 # The one registry of slots on this machine: a fixed path, never one under $TMPDIR (or one a caller
-# picks), since kills act on the uid machine-wide. /run is root's own (nothing sandboxed can plant
-# it first) and is not made private per service as /tmp can be (systemd PrivateTmp).
-LOCK_DIR = "/run/flywheel-sandbox-uids" if os.access("/run", os.W_OK) else "/tmp/flywheel-sandbox-uids"
+# picks), since kills act on the uid machine-wide. The path earlier versions used with TMPDIR unset,
+# so that they and this one exclude each other too.
+LOCK_DIR = "/tmp/flywheel-sandbox-uids"
 
 
 class UidPool:
