@@ -61,7 +61,7 @@ def run(args, console) -> int:
 
 def cmd_serve(args, console) -> int:
     from flywheel.pipelines.review_page import login_name, serve
-    from flywheel.sandbox.service_token import read_named_tokens
+    from flywheel.web.service_token import read_named_tokens
     try:
         reviewers = None if args.token_file is None else read_named_tokens(
             args.token_file, bare_name=login_name())
@@ -75,7 +75,7 @@ def cmd_serve(args, console) -> int:
 
 def cmd_add_reviewer(args, console) -> int:
     from flywheel.pipelines.review_reviewers import add_reviewer
-    from flywheel.sandbox.same_origin import bracket
+    from flywheel.web.same_origin import bracket
     try:
         token, replaced = add_reviewer(args.run_dir, args.name)
     except (ValueError, OSError) as e:

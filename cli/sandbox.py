@@ -18,7 +18,7 @@ exits 0 whatever the code did; a failure of the sandbox itself (an `environment`
 It refuses to start (exit 2, one line on stderr) with a token file or $FLYWHEEL_SANDBOX_TOKEN that
 is empty or not a header-safe token, on an address beyond loopback without a token, and with an
 `--allowed-host` that is not a host name. It answers only requests naming one of its own hosts
-(sandbox/same_origin.py): a web page cannot reach it, even from 127.0.0.1.
+(web/same_origin.py): a web page cannot reach it, even from 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from flywheel.pipelines.option_items import parse_options, split_items
 from flywheel.sandbox import BACKENDS, Limits
-from flywheel.sandbox.service_limits import ServiceLimits
+from flywheel.web.service_limits import ServiceLimits
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -150,8 +150,8 @@ def cmd_serve(args) -> int:
 
     from flywheel.sandbox import SandboxError, get_backend
     from flywheel.sandbox.service import SandboxService
-    from flywheel.sandbox.same_origin import parse_allowed_host
-    from flywheel.sandbox.service_token import check_exposure, read_token
+    from flywheel.web.same_origin import parse_allowed_host
+    from flywheel.web.service_token import check_exposure, read_token
     try:  # everything that can refuse the command is checked before the backend starts
         options = backend_options(args, one_shot=False)
         token = read_token(args.token_file)

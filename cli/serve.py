@@ -9,7 +9,7 @@ interaction and every piece of feedback recorded as table rows (pipelines/serve.
 It prints the URL to give an OpenAI client (`base_url`) and where its token is (`api_key`), the
 record dir, then serves until SIGTERM or SIGINT: the requests already queued are answered,
 every buffered row is written, and it exits 0. Without --token-file it issues its own token:
-made once, printed once, kept 0600 in the config folder (sandbox/service_token.py
+made once, printed once, kept 0600 in the config folder (web/service_token.py
 `default_token`) and reused, recorded as the client `default`; `--no-token` serves anyone on
 loopback as `anonymous` (any local user or process could then add rows to the record dir). It
 refuses to start (exit 2, one line on stderr) without a model, with a token file that holds no
@@ -24,9 +24,9 @@ import os
 import sys
 
 from flywheel.pipelines.option_items import parse_options, split_items
-from flywheel.sandbox.same_origin import parse_allowed_host
-from flywheel.sandbox.service_limits import ServiceLimits
-from flywheel.sandbox.service_token import default_token, is_loopback, read_named_tokens
+from flywheel.web.same_origin import parse_allowed_host
+from flywheel.web.service_limits import ServiceLimits
+from flywheel.web.service_token import default_token, is_loopback, read_named_tokens
 
 # torch, the policy and the server are imported in run(): `flywheel --help` stays fast.
 
@@ -197,5 +197,5 @@ def load_policy(model: str | None = None, run_dir: str | None = None,
 
 def read_tokens(path: str) -> dict[str, str]:
     """{client name: token} from a token file: one bare token (the client "default"), or lines
-    `name:token` (sandbox/service_token.py `read_named_tokens`)."""
+    `name:token` (web/service_token.py `read_named_tokens`)."""
     return read_named_tokens(path)

@@ -16,9 +16,9 @@ and verdict are sent only to a reviewer who has labeled it, and nowhere else (th
 `flywheel review stats`, for whoever can read the run). A label is one new `reviews` row
 (`<run>/tables/reviews/iteration=K/review-*.parquet`); a relabel is another row, and the newest
 per (attempt, reviewer) counts. Every request passes the sandbox service's gate from its headers
-alone: where it comes from (sandbox/same_origin.py: a Host this page answers to, no foreign
+alone: where it comes from (web/same_origin.py: a Host this page answers to, no foreign
 Origin or cross-site fetch), the token (401 on every path, known or not), then its framing and
-size (sandbox/service_limits.py), its endpoint (404, 405) and a JSON body type (415). Without
+size (web/service_limits.py), its endpoint (404, 405) and a JSON body type (415). Without
 registered reviewers or --token-file, the person running it is the one reviewer, with a token
 made for the session, and only a loopback address is allowed.
 """
@@ -42,9 +42,9 @@ import pyarrow.fs as pafs
 
 from flywheel.pipelines import review_page_html, review_stats
 from flywheel.pipelines.review_reviewers import Reviewers
-from flywheel.sandbox.gated_http import CappedServer, GatedHandler
-from flywheel.sandbox.service_limits import Refused, ServiceLimits
-from flywheel.sandbox.service_token import check_exposure, is_loopback
+from flywheel.web.gated_http import CappedServer, GatedHandler
+from flywheel.web.service_limits import Refused, ServiceLimits
+from flywheel.web.service_token import check_exposure, is_loopback
 from flywheel.schemas import read_table, resolve_uri
 from flywheel.schemas.write import write_partitioned
 

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 
 import pyarrow.fs as pafs
 
-from flywheel.sandbox.service_token import NAME, check_token
+from flywheel.web.service_token import NAME, check_token
 from flywheel.schemas import resolve_uri
 
 REGISTRY = "review/reviewers.json"

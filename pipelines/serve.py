@@ -39,9 +39,9 @@ from flywheel.pipelines.serve_api import (REFUSAL_CODES, ApiError, ApiLimits, Ch
                                           ServedPolicy, completion_body, error_body, models_body,
                                           parse_chat, parse_feedback, parse_json)
 from flywheel.pipelines.serve_recorder import RecorderClosed, TableRecorder
-from flywheel.sandbox.gated_http import CappedServer, GatedHandler
-from flywheel.sandbox.service_limits import Refused, ServiceLimits, refusal
-from flywheel.sandbox.service_token import bearer_matches, is_loopback
+from flywheel.web.gated_http import CappedServer, GatedHandler
+from flywheel.web.service_limits import Refused, ServiceLimits, refusal
+from flywheel.web.service_token import bearer_matches, is_loopback
 from flywheel.policy.checkpoint import Checkpoint
 from flywheel.policy.policy import Sample
 from flywheel.policy.rollout_engine import create_engine

@@ -11,15 +11,15 @@ the client acts on, never a timeout); while draining (SIGTERM, or `drain()`), ne
 always a 200 result, so the model-vs-environment line is the backend's own.
 
 Every request passes the same gate, from its headers alone, before a byte of its body is read:
-where it comes from (sandbox/same_origin.py: a Host this service answers to, no foreign Origin or
+where it comes from (web/same_origin.py: a Host this service answers to, no foreign Origin or
 cross-site fetch: 400/403; `--allowed-host` adds names), the bearer token (401, on every path
 and method, known or not), then its framing (a
 Transfer-Encoding, a duplicated or non-decimal Content-Length, a header line that did not parse:
 411/400; POST /run without a length: 411; over `max_body`: 413), then its endpoint (404, 405),
 then a JSON Content-Type for POST /run (415: a page elsewhere cannot send one unasked). A refused request's connection is
 closed, so an unread body is never taken for the next request. Connections, and the time each
-phase of a request may take, are bounded too (sandbox/service_limits.py); a service beyond
-loopback without a token is refused (sandbox/service_token.py).
+phase of a request may take, are bounded too (web/service_limits.py); a service beyond
+loopback without a token is refused (web/service_token.py).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import logging
 import threading
 
 from flywheel.sandbox.contract import SandboxBackend, SandboxError
-from flywheel.sandbox.gated_http import CappedServer, GatedHandler
-from flywheel.sandbox.service_limits import Refused, ServiceLimits
-from flywheel.sandbox.service_token import bearer_matches, check_exposure, check_token
+from flywheel.web.gated_http import CappedServer, GatedHandler
+from flywheel.web.service_limits import Refused, ServiceLimits
+from flywheel.web.service_token import bearer_matches, check_exposure, check_token
 from flywheel.sandbox.wire import dump_result, load_request
 
 ENDPOINTS = {"/run": "POST", "/health": "GET"}

@@ -5,7 +5,7 @@ page share (service_limits.py holds the bounds, service_token.py the token rules
   thread each); past the cap a connection is answered `over_cap` at once and closed, without a
   thread. Vanished or stalled clients are logged at debug, anything else in full.
 - `GatedHandler`: HTTP/1.1 keep-alive where every request passes a gate from its headers alone
-  before a byte of its body is read: where it comes from (sandbox/same_origin.py: a Host this
+  before a byte of its body is read: where it comes from (web/same_origin.py: a Host this
   server answers to, no foreign Origin or cross-site fetch: 400/403), `authorize()` (401), its
   framing (a Transfer-Encoding, a duplicated or non-decimal Content-Length: 400/411; POST
   without a length: 411; over `max_body`: 413), then its endpoint (404, 405), then for a POST
@@ -29,8 +29,8 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from flywheel.sandbox.same_origin import OriginRule, check_json_type, parse_allowed_host
-from flywheel.sandbox.service_limits import (DeadlineReader, Refused, ServiceLimits, content_length,
+from flywheel.web.same_origin import OriginRule, check_json_type, parse_allowed_host
+from flywheel.web.service_limits import (DeadlineReader, Refused, ServiceLimits, content_length,
                                              linger_close, refusal)
 
 log = logging.getLogger(__name__)

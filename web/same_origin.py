@@ -4,7 +4,7 @@ stops a web page from using a service it can reach through the user's browser.
 A browser will send requests wherever a page tells it to: to 127.0.0.1, and under a name the
 page's owner controls that resolves to 127.0.0.1 a moment later (DNS rebinding). A listener
 on loopback is therefore not trusted by where it listens. `OriginRule.check` refuses, before a
-byte of a body is read (sandbox/gated_http.py calls it in every service's gate):
+byte of a body is read (web/gated_http.py calls it in every service's gate):
 
 - a `Host` that is not one this server answers to (400 when missing or repeated, 403 when
   foreign): the address the connection arrived on with the bound port; `localhost`,
@@ -29,8 +29,8 @@ import re
 import socket
 from email.message import Message
 
-from flywheel.sandbox.service_limits import Refused
-from flywheel.sandbox.service_token import is_loopback
+from flywheel.web.service_limits import Refused
+from flywheel.web.service_token import is_loopback
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 SAFE_FETCH_SITES = ("same-origin", "none")  # the page itself; the user typing or pasting a URL

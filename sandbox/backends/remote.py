@@ -4,7 +4,7 @@
 
 The token comes from `token_file`, else $FLYWHEEL_SANDBOX_TOKEN, else `token=` (which a run's
 run.json would then keep: prefer the other two); an empty one is an error, never "no token"
-(sandbox/service_token.py, the rules the service applies too).
+(web/service_token.py, the rules the service applies too).
 
 Attempts are spread over the servers (each thread starts at the next one, round robin). A server
 that is busy or draining (503), unreachable, gone mid-run, or failing on its own side (500) is
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from flywheel.sandbox.contract import (ExecRequest, ExecResult, SandboxBackend, SandboxError,
                                        refuse_image, refuse_mounts, register_backend)
-from flywheel.sandbox.service_token import read_token
+from flywheel.web.service_token import read_token
 from flywheel.sandbox.wire import dump_request, load_result
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from flywheel.cli.main import main, parser
 from flywheel.cli.serve import load_policy, read_tokens
-from flywheel.sandbox.service_token import default_token
+from flywheel.web.service_token import default_token
 from flywheel.schemas import read_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "SERVE.md"

@@ -17,7 +17,7 @@ from flywheel.cli.serve import load_policy
 from flywheel.pipelines.serve import ChatServer
 from flywheel.pipelines.serve_api import ApiLimits
 from flywheel.pipelines.serve_recorder import RecorderClosed, TableRecorder
-from flywheel.sandbox.service_limits import ServiceLimits
+from flywheel.web.service_limits import ServiceLimits
 from flywheel.schemas import read_table
 
 TOKEN = "test-token-123"

@@ -24,8 +24,8 @@ import time
 import pytest
 
 from flywheel.sandbox import ExecRequest, SandboxError, get_backend
-from flywheel.sandbox.service_limits import MAX_BODY
-from flywheel.sandbox.service_token import check_exposure, is_loopback, read_token
+from flywheel.web.service_limits import MAX_BODY
+from flywheel.web.service_token import check_exposure, is_loopback, read_token
 
 TOKEN = "test-token"
 AUTH = f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"  # what the remote client sends

@@ -1,5 +1,5 @@
-"""Services on loopback are not trusted by where they listen (sandbox/same_origin.py, applied in
-sandbox/gated_http.py's gate): the same table of requests a hostile web page can make through a
+"""Services on loopback are not trusted by where they listen (web/same_origin.py, applied in
+web/gated_http.py's gate): the same table of requests a hostile web page can make through a
 browser (a foreign or rebinding Host, a foreign Origin, a cross-site fetch, a body of a type it
 may send unasked) against each of the three real services on 127.0.0.1, spoken to with raw
 sockets and a valid token, so that nothing but where the request comes from can refuse it.
