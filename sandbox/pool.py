@@ -44,7 +44,7 @@ from flywheel.sandbox.supervise import (
 _HERE = Path(__file__).parent
 SERVER_FILES = [  # what runs inside the server's sandbox, side by side in /flywheel
     *(_HERE / "inside" / name
-      for name in ("forkserver.py", "forkserver_child.py", "forkserver_files.py", "zygote.py")),
+      for name in ("forkserver.py", "forkserver_child.py", "zygote.py")),
     _HERE / "seccomp.py"]
 # Imported once per server so that attempts find them loaded: what test-running tasks use.
 PRELOAD = ("json", "re", "math", "collections", "itertools", "functools", "random", "string",
@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 class ForkServer:
     """One bwrap'd fork server, its uid lease and its protocol pipes."""
 
-    def __init__(self, bwrap, python, tools, uids, preload, disk_mb: int = 1):
+    def __init__(self, bwrap, python, tools, uids, preload):
         self._lease, self._init, self._closed = contextlib.ExitStack(), None, False
         self.uid = self._lease.enter_context(uids.lease()) if uids else None
         sources = [memfd(path.read_bytes()) for path in SERVER_FILES]
@@ -72,7 +72,7 @@ class ForkServer:
             setup += ["--perms", "0444", "--file", str(fd), f"/flywheel/{path.name}"]
         # Nested user namespaces allowed: each attempt makes one and forbids any below it.
         status = memfd()  # bwrap's JSON status: the host pid of the namespace's init
-        argv = bwrap_argv(bwrap, Limits(disk_mb=disk_mb), binds=interpreter_binds(python), chdir="/",
+        argv = bwrap_argv(bwrap, Limits(disk_mb=1), binds=interpreter_binds(python), chdir="/",
                           setup=setup, nested_userns=True, status_fd=status)
         drop = [tools["prlimit"], "--core=0", "--nproc=1024", "--", tools["setpriv"], "--no-new-privs"]
         if self.uid is not None:
@@ -101,14 +101,12 @@ class ForkServer:
             os.close(status)
         usage.tally("servers_started")
 
-    def request(self, request: ExecRequest, keep_workdir: bool = False) -> dict:
-        """Run `request` in a fresh child; `keep_workdir`: in the server's own work dir (a
-        session's), where the files already are."""
+    def request(self, request: ExecRequest) -> dict:
+        """Run `request` in a fresh child."""
         limits = request.limits
         argv = resolve_command(request.command, None, find=which)  # the server runs "python" warm
-        return self.call({"op": "run", "argv": argv,
-                          "files": {} if keep_workdir else dict(request.files),
-                          "keep_workdir": keep_workdir, "stdin": request.stdin,
+        return self.call({"op": "run", "argv": argv, "files": dict(request.files),
+                          "stdin": request.stdin,
                           "limits": {**limits.__dict__, "cpu_s": cpu_seconds(limits)}},
                          limits.timeout_s + 10)  # the server enforces the timeout itself
 

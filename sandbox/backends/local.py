@@ -173,11 +173,6 @@ class LocalBackend(SubprocessBackend):
                                f"{outcome.stderr.strip()[-500:]}")
         return outcome, code if code is not None else outcome.returncode
 
-    def start_server(self, disk_mb: int):
-        """A dedicated fork server on this backend's bwrap, interpreter and uids (a session's)."""
-        from flywheel.sandbox.pool import PRELOAD, ForkServer
-        return ForkServer(self._bwrap, self._python, self._tools, self._uids, list(PRELOAD), disk_mb)
-
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()

@@ -155,9 +155,7 @@ def be_x(req_r, out_w, err_w, setup_w):
         os._exit(0)
     os.close(req_r)
     req = json.loads(raw)
-    if req.get("keep_workdir"):  # a session: its turns share the server's own work dir
-        check(libc.umount2(WORKDIR.encode(), 2), "unmount work dir")  # MNT_DETACH
-    elif req["limits"]["disk_mb"] != DEFAULT_DISK_MB:
+    if req["limits"]["disk_mb"] != DEFAULT_DISK_MB:
         mount_workdir(req["limits"]["disk_mb"], remount=True)
     for name, text in req["files"].items():
         path = os.path.join(WORKDIR, name)
@@ -251,9 +249,8 @@ def parse_error(data):
 
 
 def main():
-    from forkserver_files import session_op
     config = json.loads(sys.argv[1])
-    sys.dont_write_bytecode = True  # a session's stale .pyc (same size, same second) would win
+    sys.dont_write_bytecode = True  # attempts leave no .pyc behind
     loaded = []
     for name in config.get("preload", []):
         try:
@@ -272,10 +269,7 @@ def main():
         if req is None:
             return
         if req.get("op", "run") != "run":
-            try:
-                write_frame(1, session_op(req))
-            except Exception as e:
-                write_frame(1, {"error": f"{type(e).__name__}: {e}"})
+            write_frame(1, {"error": f"unknown op {req.get('op')!r}"})
             continue
         try:
             standby.ready(zygote)  # ordered during the previous attempt: long since cloned
