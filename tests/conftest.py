@@ -1,6 +1,14 @@
 """Fixtures shared by the test packages: a private dockerd, and each sandbox backend this machine
 can run, plain (`backend`), isolating (`isolating`) and with its pid and network isolation proven
-(`verified`), plus a host process hostile code must not kill (`sentinel`)."""
+(`verified`), plus a host process hostile code must not kill (`sentinel`).
+
+The quick tier (`-m "not slow"`) runs each sandbox backend matrix on `local` only; the whole
+suite keeps every backend. No test marks this by hand: `pytest_collection_modifyitems` marks
+slow every test case with a parameter whose value names a sandbox backend other than `local`
+(SANDBOX_BACKENDS; whatever the parameter or fixture is called: `backend`, `sandbox`, a module's
+own list), and every test that needs the private dockerd (`docker_daemon`): docker starts take
+seconds per test. `@pytest.mark.quick_on(*backends)` widens the quick set for one test or module
+where a second backend is the point of a quick check."""
 
 import subprocess
 import sys
@@ -79,19 +87,28 @@ def gcs_emulator(tmp_path_factory):
     proc.wait()
 
 
+# local-remote: the local warm backend behind a sandbox service on loopback, through `remote`
+BACKENDS = ["local", "local-cold", "local-remote", "unsafe-subprocess", "docker", "docker-runsc"]
+# Parameter values that name a sandbox backend, in this fixture or any module's own matrix.
+SANDBOX_BACKENDS = frozenset(BACKENDS)
+QUICK_BACKENDS = ("local",)
+
+
 def pytest_collection_modifyitems(config, items):
-    """`quick_on(*backends)`: the test's other backend parameters go to the slow tier (the
-    behaviour under test is the harness's, the same on every backend; the whole suite still
-    runs them all). Runs before -m deselects: conftest hooks come before the mark plugin's."""
+    """The quick tier's backend rule (module docstring): a case on a sandbox backend outside its
+    quick set, or one needing the private dockerd, is slow. Runs before -m deselects: conftest
+    hooks come before the mark plugin's."""
     for item in items:
-        quick = item.get_closest_marker("quick_on")
-        callspec = getattr(item, "callspec", None)
-        if quick and callspec and callspec.params.get("backend", quick.args[0]) not in quick.args:
+        if "docker_daemon" in getattr(item, "fixturenames", ()) or _off_quick_backend(item):
             item.add_marker(pytest.mark.slow)
 
 
-# local-remote: the local warm backend behind a sandbox service on loopback, through `remote`
-BACKENDS = ["local", "local-cold", "local-remote", "unsafe-subprocess", "docker", "docker-runsc"]
+def _off_quick_backend(item) -> bool:
+    """Whether one of the item's parameters names a sandbox backend outside its quick set."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    named = {v for v in params.values() if isinstance(v, str) and v in SANDBOX_BACKENDS}
+    quick = item.get_closest_marker("quick_on")
+    return bool(named - set(quick.args if quick else QUICK_BACKENDS))
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
