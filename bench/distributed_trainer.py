@@ -7,7 +7,7 @@ by side on this machine:
 Builds a checkpoint of the tiny policy and ROWS real samples of it (Parquet, as the rollout
 writes them), then runs the update in 1 process and under torchrun with --nproc-per-node=2,
 each --repeats times, alternating, and prints the best of each and their ratio, two ways:
-`command`, the whole process as pipelines/overlap.py launches it (interpreter, torch and
+`command`, the whole process as loop/overlap.py launches it (interpreter, torch and
 torchrun start-up included), and `update`, train_job.run alone (reading, training, writing the
 checkpoint; timed inside the processes between barriers, this file as the worker). Both runs'
 weights are compared too (max |difference|). Each process uses FLYWHEEL_TORCH_THREADS=1.
@@ -50,7 +50,7 @@ def sampled_rows(policy, digest: str, n: int, seed: int) -> list[dict]:
 
 
 def command(spec_path: str, processes: int, worker: bool = False) -> list[str]:
-    """pipelines/overlap.py's trainer_command (not imported: bench stays off the driver); with
+    """loop/overlap.py's trainer_command (not imported: bench stays off the driver); with
     `worker`, this file's worker in place of train_job."""
     job = [__file__, "--worker", spec_path] if worker else ["-m", "flywheel.trainer.train_job",
                                                             spec_path]
@@ -77,7 +77,7 @@ def worker(spec_path: str) -> None:
 
 def served(work: Path, specs: list[dict]) -> list[float]:
     """Seconds of each update through one TrainerLane of 2 ranks (a launch kept up)."""
-    from flywheel.pipelines.overlap import TrainerLane
+    from flywheel.loop.overlap import TrainerLane
     lane, seconds = TrainerLane(processes=2, workdir=str(work / "lane")), []
     try:
         for k, spec in enumerate(specs, 1):

@@ -6,7 +6,7 @@
 
 Two arms of `flywheel run`, side by side in one invocation on this machine: `--max-staleness 0`
 (the synchronous loop: rollout k, then update k, in the driver's process) and `--max-staleness S`
-(pipelines/overlap.py: rollout k+1 while update k runs in a process of its own). Both start
+(loop/overlap.py: rollout k+1 while update k runs in a process of its own). Both start
 from the same initial policy (one warm start, or the pretrained model, copied into each run
 dir), with the same seed, tasks and attempts per iteration. Per arm: the run's span from the
 commit markers' stage windows (reports/timeline.py), iterations per hour, the share of the span

@@ -69,7 +69,7 @@ def grid_cells(items: list[str]) -> list[dict]:
 
 def cell_config(config, cell: dict):
     """`config` with a grid cell's rollout settings (its n is the evaluation's, not the config's)."""
-    from flywheel.pipelines.config import RunConfig
+    from flywheel.loop.config import RunConfig
     values = config.to_dict()
     values["rollout"].update({k: v for k, v in cell.items() if k != "n"})
     return RunConfig.from_dict(values)
@@ -81,11 +81,11 @@ def settings(argv: list[str]):
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from flywheel.cli.main import run_parser
-    from flywheel.pipelines.config import RunConfig
-    from flywheel.pipelines.flag_check import unknown_arguments
-    from flywheel.pipelines.layout import RunLayout
-    from flywheel.pipelines.options import FlywheelOptions
-    from flywheel.pipelines.config_file import read_config_file
+    from flywheel.loop.config import RunConfig
+    from flywheel.loop.flag_check import unknown_arguments
+    from flywheel.loop.layout import RunLayout
+    from flywheel.loop.options import FlywheelOptions
+    from flywheel.loop.config_file import read_config_file
     args, rest = eval_parser().parse_known_args(argv)
     given, _ = run_parser().parse_known_args(rest)  # a malformed run flag is a usage error here too
     file = read_config_file(given.config) if given.config else None  # ConfigFileError: a ValueError
@@ -123,7 +123,7 @@ def settings(argv: list[str]):
     if base is None and "rollout.heldout_per_domain" not in explicit:
         config = RunConfig.from_dict({**config.to_dict(), "rollout": {
             **config.to_dict()["rollout"], "heldout_per_domain": DEFAULT_TASKS}})
-    from flywheel.pipelines.preflight import setup_problems
+    from flywheel.loop.preflight import setup_problems
     problems = setup_problems(config, options.view_as(StandardOptions).runner)
     if problems:  # every attempt of these domains would be an environment error row
         raise ValueError("\n".join(problems))
@@ -150,7 +150,7 @@ def default_name(config, n: int, temperature: float) -> str:
 
 def run(argv: list[str], console: Console) -> int:
     from flywheel.pipelines.evaluation import EvalSpec, evaluate
-    from flywheel.pipelines.layout import RunLayout
+    from flywheel.loop.layout import RunLayout
     from flywheel.pipelines.eval_stats import render_table
     try:
         args, options, config, checkpoint, out, iteration = settings(argv)

@@ -8,7 +8,7 @@
 Inputs are OpenAI chat logs (fine-tuning `messages`, request/response pairs, batch-API lines,
 DPO rows), a plain {prompt, response, feedback, correction, chosen, rejected} form, or a
 `flywheel serve` recorder folder; docs/IMPORT.md shows each. The work is
-pipelines/interaction_import.py; this module reads the flags and prints the summary. Exit status:
+feedback/interaction_import.py; this module reads the flags and prints the summary. Exit status:
 1 when any line was bad (each is an `errors` row and listed here), 2 for a usage error.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from flywheel.pipelines.interaction_import import OUTPUTS, ImportOptions, InputError
-from flywheel.pipelines.interaction_privacy import REDACTIONS
+from flywheel.feedback.interaction_import import OUTPUTS, ImportOptions, InputError
+from flywheel.feedback.interaction_privacy import REDACTIONS
 
 FIELD_WORDS = ("correction", "response")
 SHOWN_ERRORS = 10
@@ -54,7 +54,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, console) -> int:
-    from flywheel.pipelines.interaction_import import import_interactions
+    from flywheel.feedback.interaction_import import import_interactions
     try:
         options = import_options(args)
         summary = import_interactions(args.files, args.out, options,

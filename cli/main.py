@@ -8,7 +8,7 @@
     flywheel export --run-dir runs/demo --iteration 3 merged/      # a Hugging Face model folder
     flywheel eval --run-dir runs/demo --n 16 --k 1,4,16           # pass@k, maj@N, best-of-N
 
-`flywheel run` takes its settings as `FlywheelOptions` (pipelines/options.py) beside any standard
+`flywheel run` takes its settings as `FlywheelOptions` (loop/options.py) beside any standard
 Beam pipeline option (--runner, --direct_running_mode, --direct_num_workers, ...).
 """
 
@@ -46,7 +46,7 @@ def run_parser() -> argparse.ArgumentParser:
 
     Built only for `run`, so that the other commands start without importing Beam and torch.
     """
-    from flywheel.pipelines.options import FlywheelOptions
+    from flywheel.loop.options import FlywheelOptions
     p = argparse.ArgumentParser(prog="flywheel run", description=RUN_HELP,
                                 epilog="Other flags are Beam pipeline options (e.g. --runner).",
                                 formatter_class=help_formatter)
@@ -61,9 +61,9 @@ def run_settings(argv: list[str]):
 
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-    from flywheel.pipelines.config_file import read_config_file
-    from flywheel.pipelines.flag_check import unknown_arguments
-    from flywheel.pipelines.options import FlywheelOptions
+    from flywheel.loop.config_file import read_config_file
+    from flywheel.loop.flag_check import unknown_arguments
+    from flywheel.loop.options import FlywheelOptions
     given, _ = run_parser().parse_known_args(argv)  # --help; a usage error for a malformed value
     unknown = unknown_arguments(argv)
     if unknown:  # Beam would only log and drop them, and the default job would start
@@ -86,25 +86,25 @@ def run_settings(argv: list[str]):
 
 def beam_settings(options) -> dict:
     """The Beam pipeline options given (from the file or flags), without Flywheel's own."""
-    from flywheel.pipelines.options import FlywheelOptions
+    from flywheel.loop.options import FlywheelOptions
     ours = set(FlywheelOptions(flags=[]).get_all_options(current_only=True))
     return {k: v for k, v in options.get_all_options(drop_default=True).items() if k not in ours}
 
 
 def cmd_run(argv: list[str], console: Console) -> int:
     """`flywheel run ARGV`: ARGV holds Flywheel's flags and any Beam pipeline options."""
-    from flywheel.pipelines.config_file import config_toml
+    from flywheel.loop.config_file import config_toml
     try:  # settings first: a mistake in them is told before the pipeline's imports
         options, config, explicit, run_dir = run_settings(argv)
     except (KeyError, ValueError) as e:
         for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
             console.print(f"[red]error:[/] {escape(line)}", highlight=False)
         return 2
-    from flywheel.pipelines.options import FlywheelOptions
+    from flywheel.loop.options import FlywheelOptions
     if options.view_as(FlywheelOptions).print_config:
         print(config_toml(config.to_dict(), run_dir, beam_settings(options)), end="")
         return 0
-    from flywheel.pipelines.driver import RunConfigMismatch, run_iterations
+    from flywheel.loop.driver import RunConfigMismatch, run_iterations
     from flywheel.policy.checkpoint import CheckpointDigestError
     from flywheel.trainer.train import StalePolicyError
     from flywheel.cli.progress import RunProgress
@@ -112,7 +112,7 @@ def cmd_run(argv: list[str], console: Console) -> int:
     from flywheel.cli.run_log import RunLog
     from flywheel.reports.run_status import StageRecorder
     from apache_beam.options.pipeline_options import StandardOptions
-    from flywheel.pipelines.preflight import setup_problems
+    from flywheel.loop.preflight import setup_problems
     problems = setup_problems(config, options.view_as(StandardOptions).runner)
     for line in problems:  # every attempt of these domains would be an environment error row
         console.print(f"[red]error:[/] {escape(line)}", highlight=False)
@@ -168,7 +168,7 @@ def cmd_report(args, console: Console) -> int:
     from flywheel.reports.report import metric_table
     if args.html:
         from flywheel.reports.html import write_report
-        from flywheel.pipelines.layout import RunLayout
+        from flywheel.loop.layout import RunLayout
         layout = RunLayout(args.run_dir)
         if not layout.exists(layout.run_json) and not layout.exists(layout.table_dir("evaluations")):
             console.print(f"[red]error:[/] {escape(args.run_dir)} holds no run (no run.json) "

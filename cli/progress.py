@@ -1,7 +1,7 @@
 """Rich progress for `flywheel run`: a bar over iterations, the current stage, one line per step.
 
 Every line shown also goes to the run's log (run_log.py), with the stage timings the screen omits;
-a domain's warning (pipelines/domain_watch.py) is a `warning:` line in both.
+a domain's warning (loop/domain_watch.py) is a `warning:` line in both.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class RunProgress:
             shown = " ".join(f"{k} {v:.3f}" for k, v in (every[0] if every else {}).items()
                              if (k.startswith("pass@") or k.startswith("greedy")) and v is not None)
             self._print(f"  evaluation of policy {data['iteration']}: {shown}")
-        elif name == "top_up_begin":  # pipelines/top_up.py
+        elif name == "top_up_begin":  # loop/top_up.py
             self.progress.update(self.task, description=f"iteration {data['iteration']}: top-up "
                                                         f"{data['round']}")
             self._note(f"iteration {data['iteration']}: top-up {data['round']} of {data['tasks']} "
@@ -79,7 +79,7 @@ class RunProgress:
         elif name == "domain_warning":  # domain_watch.warnings: its message names the domain
             self._print(f"[bold yellow]warning:[/] iteration {data['iteration']}, "
                         f"{escape(data['kind'])}: {escape(data['message'])}")
-        elif name == "review_wait":  # pipelines/review_rewards.py
+        elif name == "review_wait":  # feedback/review_rewards.py
             self.progress.update(self.task, description=f"iteration {data['iteration']}: waiting "
                                  f"for {data['missing']} labels ({data['seconds_left']} s left)")
         elif name == "review_end" and (data.get("queued_unverified") or data.get("rows")):

@@ -6,7 +6,7 @@
     flywheel review stats --run-dir runs/r [--format table|json]
 
 Each reviewer has a token of their own, and a label records the reviewer its token names
-(pipelines/review_reviewers.py). `add-reviewer` gives NAME a new token, keeps only its digest in
+(feedback/review_reviewers.py). `add-reviewer` gives NAME a new token, keeps only its digest in
 the run (`review/reviewers.json`), and prints the token and the page's link once. `serve`
 serves the page for every registered reviewer and for those of --token-file (lines
 `name:token`; one bare token is the reviewer named by your login), and prints the link of each
@@ -15,7 +15,7 @@ this session, on loopback only. An address beyond loopback needs reviewers' toke
 file that is empty or not header-safe tokens, or a refused address, ends it with status 2 and
 one line on stderr. `stats` prints the queue's counts per iteration, the reviewers' agreement,
 and the audit's disagreement with the verifier, overall and per domain
-(pipelines/review_stats.py); `--format json` prints them as one JSON object.
+(feedback/review_stats.py); `--format json` prints them as one JSON object.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def run(args, console) -> int:
 
 
 def cmd_serve(args, console) -> int:
-    from flywheel.pipelines.review_page import login_name, serve
+    from flywheel.feedback.review_page import login_name, serve
     from flywheel.web.service_token import read_named_tokens
     try:
         reviewers = None if args.token_file is None else read_named_tokens(
@@ -74,7 +74,7 @@ def cmd_serve(args, console) -> int:
 
 
 def cmd_add_reviewer(args, console) -> int:
-    from flywheel.pipelines.review_reviewers import add_reviewer
+    from flywheel.feedback.review_reviewers import add_reviewer
     from flywheel.web.same_origin import bracket
     try:
         token, replaced = add_reviewer(args.run_dir, args.name)
@@ -96,7 +96,7 @@ def _number(value) -> str:
 
 
 def cmd_stats(args, console) -> int:
-    from flywheel.pipelines.review_stats import read_rows, summary
+    from flywheel.feedback.review_stats import read_rows, summary
     stats = summary(*read_rows(args.run_dir))
     if args.format == "json":
         print(json.dumps(stats, indent=2))

@@ -29,7 +29,7 @@ import os
 import sys
 from pathlib import Path
 
-from flywheel.pipelines.option_items import parse_options, split_items
+from flywheel.loop.option_items import parse_options, split_items
 from flywheel.sandbox import BACKENDS, Limits
 from flywheel.web.service_limits import ServiceLimits
 

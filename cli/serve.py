@@ -1,5 +1,5 @@
 """`flywheel serve`: a model or a run's checkpoint behind the OpenAI chat-completions API, every
-interaction and every piece of feedback recorded as table rows (pipelines/serve.py).
+interaction and every piece of feedback recorded as table rows (feedback/serve.py).
 
     flywheel serve --model smollm2 --record-dir records/app
     flywheel serve --run-dir runs/demo [--iteration 3] --record-dir records/app \\
@@ -23,7 +23,7 @@ import argparse
 import os
 import sys
 
-from flywheel.pipelines.option_items import parse_options, split_items
+from flywheel.loop.option_items import parse_options, split_items
 from flywheel.web.same_origin import parse_allowed_host
 from flywheel.web.service_limits import ServiceLimits
 from flywheel.web.service_token import default_token, is_loopback, read_named_tokens
@@ -78,9 +78,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args, console) -> int:
-    from flywheel.pipelines.serve import ChatServer
-    from flywheel.pipelines.serve_api import ApiLimits
-    from flywheel.pipelines.serve_recorder import TableRecorder
+    from flywheel.feedback.serve import ChatServer
+    from flywheel.feedback.serve_api import ApiLimits
+    from flywheel.feedback.serve_recorder import TableRecorder
     try:  # everything that can refuse the command is checked before the model loads
         if args.no_token and args.token_file:
             raise ValueError("give --token-file or --no-token, not both")
@@ -160,13 +160,13 @@ def load_policy(model: str | None = None, run_dir: str | None = None,
                 options: dict | None = None):
     """The ServedPolicy of a run's checkpoint (`iteration`, "initial", or by default the last
     committed one), or of a fresh `backend` policy of `model` and `options`."""
-    from flywheel.pipelines.serve import ServedPolicy
+    from flywheel.feedback.serve import ServedPolicy
     from flywheel.policy.checkpoint import checkpoint_exists, load_checkpoint, policy_digest
     from flywheel.policy.backends import POLICIES
     from flywheel.policy.device import pick_device
     device = pick_device()  # a GPU where there is one
     if run_dir:
-        from flywheel.pipelines.layout import RunLayout
+        from flywheel.loop.layout import RunLayout
         if model:
             raise ValueError("give --model or --run-dir, not both")
         layout = RunLayout(run_dir)

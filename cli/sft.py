@@ -8,12 +8,12 @@ a run starts from (`flywheel run --init-checkpoint OUT`).
     flywheel dpo --from-checkpoint ckpts/sft --reviews-run runs/demo --beta 0.1 --out ckpts/dpo
     flywheel dpo --policy-options model=smollm2 --pairs imports/ --loss ipo --out ckpts/ipo
 
-Sources (several may be given; pipelines/sft_data.py): --tasks task files (a row's `reference`
+Sources (several may be given; feedback/sft_data.py): --tasks task files (a row's `reference`
 or `response`, else its domain's demonstration), --domain built-in train tasks demonstrated,
 --examples / --pairs the sft_examples / preference_pairs tables `flywheel import` wrote under a
 folder, --from-run a run's verified successes on their exact ids (rejection-sampling
 fine-tuning), --reviews-run pairs of reviewed attempts. Recorded ids are used only where they
-spell the row's text under the starting policy (pipelines/recorded_ids.py); the others are
+spell the row's text under the starting policy (feedback/recorded_ids.py); the others are
 re-encoded from the text and counted ("ids re-encoded", also in the checkpoint's meta). Rows
 that cannot be used are counted and shown, never fatal. With --eval-domain, greedy held-out pass@1 of that domain is measured before
 training and after each epoch, printed, and kept in the checkpoint's meta.
@@ -95,7 +95,7 @@ def run(args, console) -> int:
 
 def _start(args, device):
     """(policy, its digest, meta of the start) from --from-checkpoint or a fresh policy."""
-    from flywheel.pipelines.option_items import parse_options, split_items
+    from flywheel.loop.option_items import parse_options, split_items
     from flywheel.policy.checkpoint import load_checkpoint, policy_digest
     from flywheel.policy.backends import create_policy
     if args.from_checkpoint:
@@ -108,7 +108,7 @@ def _start(args, device):
 
 
 def _collect(args, policy, digest: str):
-    from flywheel.pipelines import sft_data
+    from flywheel.feedback import sft_data
     out = sft_data.Collected()
     if args.command == "sft":
         if args.tasks:

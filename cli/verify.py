@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from rich.markup import escape
 
 from flywheel.domains.task_files import where
-from flywheel.pipelines.option_items import parse_options, split_items
+from flywheel.loop.option_items import parse_options, split_items
 from flywheel.cli.tasks import load_tasks, read_rows
 from flywheel.sandbox import BACKENDS
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds

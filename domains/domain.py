@@ -144,7 +144,7 @@ class Domain:
     def preflight(self, sandbox_backend: str) -> str | None:
         """Why this domain's attempts cannot run on this machine with `sandbox_backend` (e.g. a
         folder its sandbox mounts is missing or unreachable), or None. Checked before a local run
-        or evaluation starts (pipelines/preflight.py): a setup mistake then costs a second, not a
+        or evaluation starts (loop/preflight.py): a setup mistake then costs a second, not a
         rollout whose every attempt is an environment error row."""
         return None
 

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from flywheel.domains.registry import DEFAULT_DOMAINS
-from flywheel.pipelines.option_items import parse_options  # noqa: F401 (its home for callers)
+from flywheel.loop.option_items import parse_options  # noqa: F401 (its home for callers)
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.train_step import TrainConfig
 
@@ -121,7 +121,7 @@ class SteeringSettings:
 
 @dataclass(frozen=True)
 class OverlapSettings:
-    """Rollout and training overlapped (pipelines/overlap.py): iteration k samples from the
+    """Rollout and training overlapped (loop/overlap.py): iteration k samples from the
     checkpoint max_staleness versions older than the synchronous loop's (k-1-s), so its rollout
     runs while iteration k-1 trains in a process of its own; the trainer corrects for the gap
     ([train] off_policy). 0: the synchronous loop, training in the driver's process."""
@@ -141,7 +141,7 @@ class OverlapSettings:
 
 @dataclass(frozen=True)
 class ReviewSettings:
-    """People as the verifier (pipelines/review_queue.py, review_rewards.py): attempts of tasks
+    """People as the verifier (feedback/review_queue.py, review_rewards.py): attempts of tasks
     marked for review, and an audit share of verified ones, go to the run's `review_queue`;
     labels given on `flywheel review serve` become rewards in a later update."""
     domains: tuple[str, ...] = ()         # every task of these is judged by people, not its verifier

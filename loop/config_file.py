@@ -22,7 +22,7 @@ A `.yaml`/`.yml` file holds the same keys, nested as YAML mappings.
     weights = ["add=2"]
     floor = 0.05
 
-    [overlap]                        # rollout k+1 while k trains (pipelines/overlap.py)
+    [overlap]                        # rollout k+1 while k trains (loop/overlap.py)
     max_staleness = 1
 
     [review]                         # people label attempts (flywheel review serve)
@@ -33,7 +33,7 @@ A `.yaml`/`.yml` file holds the same keys, nested as YAML mappings.
     direct_running_mode = "multi_processing"
     direct_num_workers = 2
 
-The tables and keys are exactly `RunConfig`'s (pipelines/config.py); a key it does not have, or a
+The tables and keys are exactly `RunConfig`'s (loop/config.py); a key it does not have, or a
 value of the wrong type, is an error naming the key, the file and its line, before anything runs.
 A key that moved to `[algorithm]` (`config.MOVED_KEYS`, e.g. `train.loss`) is read at its new home;
 giving both with different values is an error.
@@ -53,7 +53,7 @@ import types
 import typing
 from dataclasses import dataclass
 
-from flywheel.pipelines.config import MOVED_KEYS, MovedKeyConflict, RunConfig, with_moved_keys
+from flywheel.loop.config import MOVED_KEYS, MovedKeyConflict, RunConfig, with_moved_keys
 
 FILE_ONLY_KEYS = ("run_dir",)
 BEAM_TABLE = "beam"
@@ -211,7 +211,7 @@ def _name(hint) -> str:
 
 def _beam_args(beam: dict, fail) -> list[str]:
     """The [beam] table as flags; a name no Beam option has is an error naming the closest."""
-    from flywheel.pipelines.flag_check import known_flags
+    from flywheel.loop.flag_check import known_flags
     known = {f.lstrip("-") for f in known_flags() if f.startswith("--")}
     args = []
     for name, value in beam.items():

@@ -11,31 +11,26 @@ import dataclasses
 import datetime as dt
 import json
 import logging
-import resource
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.pipelines import domain_watch
-from flywheel.pipelines.config import RunConfig
-from flywheel.pipelines.layout import RunLayout
-from flywheel.pipelines.review_rewards import review_before_update
-from flywheel.pipelines.rollout import IterationSpec, run_rollout, task_ranges
-from flywheel.pipelines.steering_plan import plan_iteration
-from flywheel.pipelines.top_up import top_up
-from flywheel.pipelines.run_sandbox import not_for_a_run_to_choose
-from flywheel.schemas import SCHEMA_VERSION, TABLES
+from flywheel.loop.config import RunConfig
+from flywheel.loop.iteration import (Event, checkpoint_after, commit, evaluate_policy, roll_out,
+                                     update_checkpoints)
+from flywheel.loop.layout import RunLayout
+from flywheel.loop.overlap import run_overlapped
+from flywheel.loop.run_sandbox import not_for_a_run_to_choose
+from flywheel.feedback.review_rewards import review_before_update
+from flywheel.policy.backends import POLICIES
 from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.policy.checkpoint_files import join, read_file
-from flywheel.policy.backends import POLICIES
+from flywheel.schemas import SCHEMA_VERSION, TABLES
 from flywheel.trainer.train import train_iteration
 from flywheel.transforms.policy_model import close_worker_model
-from flywheel.transforms.write_tables import write_parquet
 
-Event = Callable[[str, dict], None]
 
 
 class RunConfigMismatch(ValueError):
@@ -69,7 +64,7 @@ def open_run(layout: RunLayout, config: RunConfig, explicit: set[str]) -> tuple[
 
     On resume the stored config wins; only `iterations` may change. A setting the user passed
     explicitly that differs from the stored one is an error rather than a silently mixed run. The
-    stored sandbox is taken only when a run directory may choose it (pipelines/run_sandbox.py):
+    stored sandbox is taken only when a run directory may choose it (loop/run_sandbox.py):
     otherwise the user names it.
     """
     if layout.exists(layout.run_json):
@@ -107,7 +102,7 @@ def ensure_initial_policy(layout: RunLayout, config: RunConfig, event: Event) ->
         return uri
     if config.policy.init_checkpoint:
         return copy_initial_policy(layout, config, event)
-    from flywheel.pipelines.warm_start import warm_start
+    from flywheel.loop.warm_start import warm_start
     event("warm_start_begin", {"max_steps": config.warm_start.max_steps})
     started = time.time()
     policy, report, optimizer = warm_start(config, progress=lambda step, s: event(
@@ -152,106 +147,10 @@ def pretrained_skips_warm_start(config: RunConfig, explicit: set[str]) -> RunCon
     return dataclasses.replace(config, warm_start=dataclasses.replace(config.warm_start, max_steps=0))
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, in MB (the kernel's high-water mark, which
-    never goes down: an iteration's figure is the largest of it and every earlier one)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _trainer_metrics(info: dict, iteration: int, stats: dict) -> list[dict]:
-    now = dt.datetime.now(dt.timezone.utc)
-    return [{"run_id": info["run_id"], "iteration": iteration, "domain": "*", "name": f"train/{k}",
-             "value": float(v), "policy_version": iteration, "created_at": now}
-            for k, v in sorted(stats.items()) if isinstance(v, (int, float))]
-
-
-def evaluate_policy(config: RunConfig, layout: RunLayout, info: dict, version: int, checkpoint: str,
-                    options: PipelineOptions | None, event: Event) -> list[dict]:
-    """--eval-every: `flywheel eval` of policy version `version` (the checkpoint iteration
-    `version` samples from; the run's iteration count for the last one) on the held-out tasks,
-    into the run's evaluations and metrics tables under iteration=`version`."""
-    from flywheel.pipelines.evaluation import EvalSpec, evaluate
-    e, r = config.evaluation, config.rollout
-    tasks = min(e.tasks, r.heldout_per_domain)
-    scoped = RunConfig.from_dict({**config.to_dict(), "rollout": {**config.to_dict()["rollout"],
-                                                                  "heldout_per_domain": tasks}})
-    spec = EvalSpec(name=f"n={e.n},t={r.temperature:g}", run_id=info["run_id"], iteration=version,
-                    checkpoint_uri=checkpoint, n=e.n, temperature=r.temperature,
-                    self_verify=e.self_verify)
-    event("eval_begin", {"iteration": version})
-    summaries = evaluate(scoped, spec, layout, ks=e.k_values(), options=options)
-    event("eval_end", {"iteration": version, "summaries": summaries})
-    return summaries
-
-
-def watch_domains(layout: RunLayout, info: dict, iteration: int, event: Event) -> list[dict]:
-    """Per-domain monitoring of the iteration's rollout (pipelines/domain_watch.py): `watch/*`
-    metrics rows, and a `domain_warning` event (run.log) for each warning, kept as rows too."""
-    rows = domain_watch.domain_rows(layout.root, iteration, info["run_id"])
-    earlier = layout.read_table("metrics", columns=["iteration", "domain", "name", "value"])
-    history = [r for r in earlier.to_pylist() if r["iteration"] <= iteration] + rows
-    found = domain_watch.warnings(history, iteration)
-    write_parquet(layout.join("tables", "metrics", f"iteration={iteration}", "watch.parquet"),
-                  "metrics", rows + domain_watch.warning_rows(found, info["run_id"]))
-    for w in found:
-        event("domain_warning", w)
-    return found
-
-
-def checkpoint_after(layout: RunLayout, initial: str, iteration: int) -> str:
-    """The checkpoint iteration `iteration`'s update wrote, the initial policy for any before 0."""
-    return initial if iteration < 0 else layout.checkpoint(iteration)
-
-
-def sampled_checkpoint(layout: RunLayout, initial: str, iteration: int, staleness: int
-                       ) -> tuple[str, int]:
-    """(checkpoint URI, policy version) iteration `iteration` samples from: checkpoint k-1-s
-    (version k-s), the initial policy (version 0) before there is one."""
-    source = iteration - 1 - staleness
-    return checkpoint_after(layout, initial, source), max(source + 1, 0)
-
-
-def roll_out(config: RunConfig, layout: RunLayout, info: dict, k: int, initial: str,
-             options: PipelineOptions | None, event: Event) -> dict:
-    """Iteration k's rollout stages (plan, rollout, top-up, domain watch) into its tables;
-    returns its part of the commit marker."""
-    started = time.time()
-    policy, version = sampled_checkpoint(layout, initial, k, config.overlap.max_staleness)
-    spec = IterationSpec(info["run_id"], k, policy_version=version, checkpoint_uri=policy)
-    plan = plan_iteration(config, layout, k, task_ranges(config, k))
-    if plan.sample:
-        layout.write_json(layout.join("iterations", str(k), "plan.json"), plan.summary)
-    event("rollout_begin", {"iteration": k})
-    result = run_rollout(config, spec, layout, options, plan)
-    counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
-    if config.steering.top_up > 0:  # dynamic sampling: more tasks while signal is short
-        top_up(config, layout, k, plan, lambda p: run_rollout(config, spec, layout, options, p),
-               event)
-    watch_domains(layout, info, k, event)
-    ended = time.time()
-    return {"iteration": k, "rollout_seconds": ended - started, "counters": counters,
-            "sampled_from": {"checkpoint": policy, "policy_version": version},
-            "stages": {"rollout": [started, ended]},
-            "driver_peak_rss_mb": {"rollout": peak_rss_mb()}}
-
-
-def commit(layout: RunLayout, info: dict, k: int, rollout: dict, stats: dict,
-           train_window: tuple[float, float], event: Event) -> dict:
-    """Write iteration k's trainer metrics, then its commit marker (last); returns the marker."""
-    write_parquet(layout.join("tables", "metrics", f"iteration={k}", "trainer.parquet"),
-                  "metrics", _trainer_metrics(info, k, stats))
-    summary = {**rollout, "train_seconds": train_window[1] - train_window[0], "train": stats,
-               "stages": {**rollout["stages"], "train": list(train_window)},
-               "driver_peak_rss_mb": {**rollout["driver_peak_rss_mb"], "train": peak_rss_mb()}}
-    layout.write_json(layout.commit_marker(k), summary)
-    event("iteration_end", summary)
-    return summary
-
-
 def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = frozenset(),
                    options: PipelineOptions | None = None, event: Event | None = None) -> dict:
     """Run (or resume) iterations until `config.iterations` are committed; returns run info.
-    With [overlap] max_staleness > 0 the loop is pipelines/overlap.py's."""
+    With [overlap] max_staleness > 0 the loop is loop/overlap.py's."""
     event = event or (lambda name, data: None)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     layout = RunLayout(run_dir)
@@ -263,7 +162,6 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
     overlapped = config.overlap.max_staleness > 0 or config.overlap.trainer_processes > 1
     initial = ensure_initial_policy(layout, config, event)
     if overlapped:
-        from flywheel.pipelines.overlap import run_overlapped
         run_overlapped(config, layout, info, initial, first, options, event)
     else:
         for k in range(first, config.iterations):
@@ -275,12 +173,11 @@ def run_iterations(run_dir: str, config: RunConfig, *, explicit: set[str] = froz
             # people's labels join this update (review_rewards.py): sampled up to max_wait back
             reviewed = review_before_update(layout, info["run_id"], k, config.review,
                                             config.algorithm, config.seed, event)
-            older = [checkpoint_after(layout, initial, k - 1 - s)
-                     for s in range(1, config.review.max_wait + 1)] if reviewed["rows"] else []
+            start, older = update_checkpoints(config, layout, initial, k,
+                                              reviewed=bool(reviewed["rows"]))
             event("train_begin", {"iteration": k})
             started = time.time()
-            stats = train_iteration(layout.table_dir("trajectories", k),
-                                    checkpoint_after(layout, initial, k - 1),
+            stats = train_iteration(layout.table_dir("trajectories", k), start,
                                     layout.checkpoint(k), config.train,
                                     seed=config.seed * 1_000_003 + k,
                                     reference_checkpoint_uri=initial, algorithm=config.algorithm,

@@ -15,7 +15,7 @@ def _parser():
     """One parser holding every known pipeline option, Flywheel's included."""
     from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-    import flywheel.pipelines.options  # noqa: F401  (FlywheelOptions joins the subclasses)
+    import flywheel.loop.options  # noqa: F401  (FlywheelOptions joins the subclasses)
     class Parser(_BeamArgumentParser):
         def error(self, message):  # a message for the caller, not Beam's whole usage and exit
             raise ValueError(message)

@@ -16,9 +16,9 @@ import argparse
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.episodes import TurnLimits
-from flywheel.pipelines.config import RunConfig, parse_options
-from flywheel.pipelines.option_items import split_items
-from flywheel.pipelines.steering_plan import check_steering
+from flywheel.loop.config import RunConfig, parse_options
+from flywheel.loop.option_items import split_items
+from flywheel.loop.steering_plan import check_steering
 from flywheel.sandbox import available_backends, check_options
 from flywheel.trainer.aggregation import AGGREGATIONS
 from flywheel.trainer.credit import ADVANTAGES, CREDITS

@@ -37,8 +37,11 @@ from dataclasses import dataclass, field
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.pipelines.config import RunConfig
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.config import RunConfig
+from flywheel.loop.iteration import (checkpoint_after, commit, evaluate_policy, roll_out,
+                                     update_checkpoints)
+from flywheel.loop.layout import RunLayout
+from flywheel.feedback.review_rewards import review_before_update
 from flywheel.trainer.distributed import die_with_launcher
 from flywheel.trainer.train_job import raise_refusal, spec_of
 
@@ -197,15 +200,9 @@ def update_spec(config: RunConfig, layout: RunLayout, initial: str, k: int,
     """train_job's spec for iteration k: from checkpoint k-1, admitting rows of the
     max_staleness checkpoints before it (those that exist: the initial policy stands for the
     ones before the first); `reviewed` (people's labels join the update, sampled up to
-    review.max_wait iterations earlier): max_staleness + max_wait of them."""
-    from flywheel.pipelines.driver import checkpoint_after
-    start = checkpoint_after(layout, initial, k - 1)
-    older = []
-    lag = config.overlap.max_staleness + (config.review.max_wait if reviewed else 0)
-    for v in range(k - 2, k - 2 - lag, -1):
-        uri = checkpoint_after(layout, initial, v)
-        if uri != start and uri not in older:
-            older.append(uri)
+    review.max_wait iterations earlier): max_staleness + max_wait of them
+    (iteration.py update_checkpoints)."""
+    start, older = update_checkpoints(config, layout, initial, k, reviewed)
     return spec_of(layout.table_dir("trajectories", k), start, layout.checkpoint(k), config.train,
                    seed=config.seed * 1_000_003 + k, result="", reference_checkpoint_uri=initial,
                    algorithm=config.algorithm, older_checkpoint_uris=older,
@@ -215,8 +212,6 @@ def update_spec(config: RunConfig, layout: RunLayout, initial: str, k: int,
 def run_overlapped(config: RunConfig, layout: RunLayout, info: dict, initial: str, first: int,
                    options: PipelineOptions | None, event) -> None:
     """Iterations first..config.iterations-1, rollout k+1 beside update k (see the module doc)."""
-    from flywheel.pipelines.driver import checkpoint_after, commit, evaluate_policy, roll_out
-    from flywheel.pipelines.review_rewards import review_before_update
     s, lane = config.overlap.max_staleness, TrainerLane(config.overlap.trainer_processes)
     every = config.evaluation.every
 

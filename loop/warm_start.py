@@ -23,12 +23,12 @@ import torch
 
 from flywheel.domains.episodes import TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
-from flywheel.pipelines.config import RunConfig, parse_options
+from flywheel.loop.config import RunConfig, parse_options
 from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy
 from flywheel.policy.device import pick_device
-from flywheel.trainer.train_step import supervised_step
+from flywheel.trainer.supervised import supervised_step
 from flywheel.transforms.generate import fit_prompt
 from flywheel.transforms.turn import observation_ids
 

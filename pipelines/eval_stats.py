@@ -188,7 +188,7 @@ def to_metrics_rows(summaries: Sequence[Mapping], run_id: str, iteration: int,
                     policy_version: int | None = None) -> list[dict]:
     """`metrics` table rows, `eval/<key>` per numeric value (None values are left out).
 
-    `policy_version` defaults to `iteration`, the driver's numbering (pipelines/driver.py).
+    `policy_version` defaults to `iteration`, the driver's numbering (loop/driver.py).
     """
     created_at = dt.datetime.now(dt.timezone.utc)
     version = iteration if policy_version is None else policy_version

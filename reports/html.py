@@ -13,7 +13,7 @@ run directory beside it:
 - the stage timeline: each iteration's rollout and update on one clock (reports/timeline.py)
 - for render domains, the best and worst renders of the last iteration beside their targets
   (reports/render_panel.py)
-- per domain, where the run recorded `watch/*` metrics (pipelines/domain_watch.py): success,
+- per domain, where the run recorded `watch/*` metrics (loop/domain_watch.py): success,
   entropy, kept share and share of the update, and the warnings (a domain diverging from the
   others, an entropy collapse)
 
@@ -38,7 +38,7 @@ import html
 import matplotlib
 from matplotlib.figure import Figure
 
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.layout import RunLayout
 from flywheel.reports.eval_html import ablation_plot, eval_curves_plot, scaling_section
 from flywheel.reports.plots import ALL, Plot, draw_lines, png, text
 from flywheel.reports.render_panel import render_panel_for_run

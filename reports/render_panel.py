@@ -3,7 +3,7 @@
 For the `count` best and worst attempts of each render domain (verifier `render`) of a committed
 iteration, the panel shows the target's and the response's 128 x 128 PNGs inline (base64 <img>),
 with the reward the row recorded and its components. The pixels are drawn again in a sandbox
-(pipelines/render_again.py): rows store the response, not its render.
+(families/render/render_again.py): rows store the response, not its render.
 
     fragment = render_panel_for_run("runs/r1")          # "" when no render domain ran
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 
-from flywheel.pipelines.render_again import render_again, render_domains
+from flywheel.families.render.render_again import render_again, render_domains
 
 COLUMNS = ["domain", "task_id", "response", "reward_raw"]
 
@@ -58,8 +58,8 @@ def render_panel(rows: list[dict], backend, seed: int, tasks: dict | None = None
 def render_panel_for_run(run_dir: str, iteration: int | None = None, backend: str = "local", count: int = 2,
                          tasks: dict | None = None) -> str:
     """The panel of a run's iteration (default: its last committed one); "" when it has none."""
-    from flywheel.pipelines.layout import RunLayout
-    from flywheel.pipelines.render_again import open_backend
+    from flywheel.loop.layout import RunLayout
+    from flywheel.families.render.render_again import open_backend
     from flywheel.schemas import read_table
     layout = RunLayout(run_dir)
     committed = layout.committed_iterations()

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from rich.table import Table
 
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.layout import RunLayout
 from flywheel.reports.sql import query
 from flywheel.schemas import read_table, resolve_uri
 
@@ -114,7 +114,7 @@ def _recorded_ks(layout: RunLayout, iteration: int, notes: list[str]) -> dict[st
     return {name: sorted(k) for name, k in ks.items()}
 
 
-# -- the per-domain watch (pipelines/domain_watch.py), summarized for the HTML report ------------
+# -- the per-domain watch (loop/domain_watch.py), summarized for the HTML report ------------
 
 WATCH_CURVES = ("watch/success", "watch/entropy", "watch/kept_frac", "watch/update_share")
 OTHERS = "others"
@@ -139,7 +139,7 @@ def domain_watch(rows: list[tuple], top: int = 12) -> DomainWatch | None:
     The `top` domains by attempts (their `watch/attempt_share` summed over iterations; ties by
     name) are drawn each on its own; the rest as one OTHERS line, their mean weighted by their
     attempt share (for `watch/update_share`, their sum), so a run of 60 domains stays legible."""
-    from flywheel.pipelines.domain_watch import ALL, KINDS
+    from flywheel.loop.domain_watch import ALL, KINDS
     values: dict[tuple[str, str], dict[int, float]] = {}
     for iteration, domain, name, value in rows:
         if name.startswith("watch/") and value is not None:

@@ -1,12 +1,12 @@
 """The HTML report's "People's labels" section: what the review queue holds per iteration, how
 reviewers agree, and how often they overrule the verifier on audited attempts
-(pipelines/review_stats.py; `flywheel review stats` prints the same)."""
+(feedback/review_stats.py; `flywheel review stats` prints the same)."""
 
 from __future__ import annotations
 
 import html
 
-from flywheel.pipelines.review_stats import read_rows, summary
+from flywheel.feedback.review_stats import read_rows, summary
 
 
 def _share(x) -> str:

@@ -19,7 +19,7 @@ import socket
 import time
 from collections import Counter
 
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.layout import RunLayout
 
 STATUS_FILE = "status.json"
 
@@ -107,8 +107,8 @@ def run_status(run_dir: str) -> dict:
 
 
 def _review(run_dir: str) -> dict | None:
-    """Attempts queued for people and their labels (pipelines/review_stats.py), or None."""
-    from flywheel.pipelines.review_stats import read_rows, review_counts
+    """Attempts queued for people and their labels (feedback/review_stats.py), or None."""
+    from flywheel.feedback.review_stats import read_rows, review_counts
     queue, reviews = read_rows(run_dir)
     if not queue:
         return None

@@ -1,8 +1,8 @@
 """Where a run's time went: each committed iteration's rollout and update as bars on one clock.
 
 The commit markers (iterations/K/_COMMITTED) hold each stage's wall-clock window (`stages`:
-rollout, train; pipelines/driver.py). A synchronous run draws them end to end; an overlapped run
-(pipelines/overlap.py) draws iteration k+1's rollout under iteration k's update. The figures
+rollout, train; loop/driver.py). A synchronous run draws them end to end; an overlapped run
+(loop/overlap.py) draws iteration k+1's rollout under iteration k's update. The figures
 beside the picture: the run's span, each lane's busy share of it, and the time both ran at once.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.layout import RunLayout
 from flywheel.reports.plots import Plot, png
 
 LANES = ("rollout", "train")

@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from flywheel.sandbox import ExecRequest, SandboxError, get_backend
+from tests.run_configs import tiny_config
 
 
 @pytest.fixture(scope="session")
@@ -164,3 +165,15 @@ def sentinel():
     yield proc
     proc.kill()
     proc.wait()
+
+
+@pytest.fixture
+def tiny():
+    return tiny_config
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium over the DevTools protocol (chromium.py)."""
+    from tests.chromium import open_browser
+    yield from open_browser(tmp_path)

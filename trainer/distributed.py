@@ -8,7 +8,7 @@ collectives its data-parallel update needs (trainer/train_step.py, trainer/train
     torchrun --standalone --nproc-per-node=8 -m flywheel.trainer.train_job SPEC.json
     # 2 machines x 8 GPUs: the same command on each, with
     #   --nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=HOST0:29500 --rdzv-id=RUN
-    # in place of --standalone (pipelines/overlap.py launches the standalone form, with
+    # in place of --standalone (loop/overlap.py launches the standalone form, with
     # `--serve` for SPEC.json: the ranks stay up and serve update after update, train_job.serve)
 
 Every rank reads the whole iteration's index, draws the same permutation from the seed, and
@@ -89,7 +89,7 @@ def broadcast_object(obj):
 
 def die_with_launcher() -> None:
     """SIGKILL this process when its launcher dies (Linux prctl PR_SET_PDEATHSIG): a rank, at
-    its start, and the trainer the driver starts (pipelines/overlap.py, as its preexec_fn), so a
+    its start, and the trainer the driver starts (loop/overlap.py, as its preexec_fn), so a
     killed driver leaves no update writing a checkpoint. torchrun starts its ranks in sessions
     of their own and a SIGKILLed torchrun cannot stop them: each rank arms its own. A launcher already gone by the time the
     signal is armed (this process re-parented) ends the rank at once."""

@@ -1,6 +1,6 @@
 """One trainer iteration as a process of its own: `python -m flywheel.trainer.train_job SPEC.json`.
 
-The overlapped loop (pipelines/overlap.py) trains iteration k here while the driver rolls out
+The overlapped loop (loop/overlap.py) trains iteration k here while the driver rolls out
 k+1: a process, not a thread, so the update's Python work never waits on the rollout's for the
 interpreter lock, and so the same entry point serves a data-parallel launch (`torchrun
 --nproc-per-node N -m flywheel.trainer.train_job SPEC.json`, trainer/distributed.py).

@@ -2,7 +2,7 @@
 
 The attempt is held as `pending` (reward 0, filtered `awaiting_review`, reward_source
 `review_pending`): nothing trains on it until a label arrives in the run's `reviews` table, and
-then the label is its reward in a later update (pipelines/review_rewards.py). A response that
+then the label is its reward in a later update (feedback/review_rewards.py). A response that
 nobody has judged earns nothing."""
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 import pytest
 
 from flywheel.cli.main import main
-from flywheel.pipelines.review_page import login_name
-from flywheel.pipelines.review_reviewers import read_registry, token_digest
+from flywheel.feedback.review_page import login_name
+from flywheel.feedback.review_reviewers import read_registry, token_digest
 from flywheel.schemas.write import write_partitioned
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -5,9 +5,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.episodes import TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
-from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
-from flywheel.pipelines.layout import RunLayout
-from flywheel.pipelines.options import FlywheelOptions
+from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+from flywheel.loop.layout import RunLayout
+from flywheel.loop.options import FlywheelOptions
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.transforms.episodes import turn_stages
 

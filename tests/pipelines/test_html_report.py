@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from flywheel.pipelines.driver import run_iterations
+from flywheel.loop.driver import run_iterations
 from flywheel.reports.html import write_report
 
-from .conftest import tiny_config
+from tests.run_configs import tiny_config
 
 # A real two-iteration run, made once: one pytest worker runs the module.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("html_report")]

@@ -10,10 +10,10 @@ import time
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 
-from .conftest import tiny_config
+from tests.run_configs import tiny_config
 
 # What differs between two runs of the same seed: clocks, durations, where the sandbox ran.
 VOLATILE = {"started_at", "finished_at", "created_at", "sandbox_wall_ms", "sandbox_cpu_ms", "turns"}

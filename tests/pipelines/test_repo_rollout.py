@@ -9,8 +9,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tools import ToolCall, render_call
-from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+from flywheel.loop.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.transforms.policy_model import close_worker_model
 

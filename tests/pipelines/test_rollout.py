@@ -6,11 +6,11 @@ import pytest
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.schemas import validate_table
 
-from .conftest import tiny_config
+from tests.run_configs import tiny_config
 
 from flywheel.domains.registry import DEFAULT_DOMAINS as DOMAINS
 

@@ -5,14 +5,14 @@ import pytest
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.schemas import SCHEMA_VERSION
 from flywheel.policy.checkpoint import policy_digest, save_checkpoint
 from flywheel.policy.backends import create_policy
 from flywheel.trainer.train import StalePolicyError, train_iteration
 
-from .conftest import tiny_config
+from tests.run_configs import tiny_config
 
 
 def test_rows_carry_the_digest_of_the_checkpoint_they_were_sampled_from(tmp_path):
@@ -58,7 +58,7 @@ def test_a_rollout_without_a_checkpoint_records_the_fresh_policys_digest(tmp_pat
 
 @pytest.mark.slow
 def test_each_iteration_records_the_checkpoint_the_trainer_wrote_before_it(tmp_path):
-    from flywheel.pipelines.driver import run_iterations
+    from flywheel.loop.driver import run_iterations
     from flywheel.reports.sql import query
     from flywheel.policy.checkpoint import load_checkpoint
     config = tiny_config(domains=("add",), tasks_per_domain=3, heldout_per_domain=1, n_samples=4)

@@ -5,13 +5,13 @@ the weights already running loads nothing (counters `engine_starts`, `weight_loa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.policy.checkpoint import save_checkpoint
 from flywheel.policy.backends import create_policy
 from flywheel.transforms.policy_model import close_worker_model
 
-from .conftest import tiny_config
+from tests.run_configs import tiny_config
 
 
 def counts(result) -> dict:

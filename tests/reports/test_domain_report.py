@@ -1,5 +1,5 @@
 """The HTML report's Domains section: curves of the `watch/*` metrics a run recorded (as
-pipelines/domain_watch.py computes them from real trajectories tables) and its warnings, the
+loop/domain_watch.py computes them from real trajectories tables) and its warnings, the
 many-domain case drawn as the top domains plus "others"; a run without them renders as before."""
 
 import base64
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from flywheel.pipelines.domain_watch import domain_rows, warning_rows, warnings
+from flywheel.loop.domain_watch import domain_rows, warning_rows, warnings
 from flywheel.reports.html import render_report, write_report
 from flywheel.reports.report import OTHERS, domain_watch
 from flywheel.schemas import TABLES

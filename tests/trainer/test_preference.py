@@ -1,4 +1,4 @@
-"""DPO (trainer/preference.py) and preference pairs from reviews (pipelines/sft_data.py): real
+"""DPO (trainer/preference.py) and preference pairs from reviews (feedback/sft_data.py): real
 optimizer steps, no mocks."""
 import datetime as dt
 import hashlib
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from flywheel.pipelines.sft_data import review_pairs
+from flywheel.feedback.sft_data import review_pairs
 from flywheel.schemas.write import write_partitioned
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy
@@ -115,7 +115,7 @@ def test_reviews_become_pairs_of_one_group(tmp_path):
 
 
 def test_imported_pairs(tmp_path):
-    from flywheel.pipelines.sft_data import table_pairs
+    from flywheel.feedback.sft_data import table_pairs
     policy = create_policy("tiny", {}, seed=0)
     folder = str(tmp_path / "imports")
     write_partitioned(folder, "preference_pairs", [

@@ -3,7 +3,7 @@ KL term parse into their tables, and bad names are refused."""
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.pipelines.options import FlywheelOptions
+from flywheel.loop.options import FlywheelOptions
 from flywheel.trainer.algorithm import Algorithm
 
 
@@ -38,7 +38,7 @@ def test_model_is_the_backends_model_option():
 
 
 def test_a_pretrained_policy_skips_the_warm_start_unless_asked():
-    from flywheel.pipelines.driver import pretrained_skips_warm_start
+    from flywheel.loop.driver import pretrained_skips_warm_start
 
     def settings(argv):
         return PipelineOptions(argv).view_as(FlywheelOptions).run_config()

@@ -1,9 +1,9 @@
 """Supervised fine-tuning (trainer/supervised.py) and rejection-sampling data
-(pipelines/sft_data.py): real optimizer steps that change the weights, no mocks."""
+(feedback/sft_data.py): real optimizer steps that change the weights, no mocks."""
 import pytest
 import torch
 
-from flywheel.pipelines.sft_data import domain_examples, run_examples, success_examples
+from flywheel.feedback.sft_data import domain_examples, run_examples, success_examples
 from flywheel.schemas.write import write_partitioned
 from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
@@ -168,7 +168,7 @@ def test_a_run_folder_trains_its_texts_never_ids_that_spell_another(tmp_path):
 
 
 def test_imported_examples_use_exact_ids_only_for_the_starting_weights(tmp_path):
-    from flywheel.pipelines.sft_data import table_examples
+    from flywheel.feedback.sft_data import table_examples
     from flywheel.policy.checkpoint import policy_digest
     policy = create_policy("tiny", {}, seed=0)
     digest = policy_digest(policy)
@@ -213,7 +213,7 @@ def test_recorded_ids_that_do_not_spell_the_text_are_re_encoded_and_flagged(tmp_
     """The digest a row names is public: an imported row whose response is "4" trains "4",
     whatever ids it brings; a forged context is re-encoded from its messages. Table-driven over
     the forgeries of one policy, in one table."""
-    from flywheel.pipelines.sft_data import table_examples
+    from flywheel.feedback.sft_data import table_examples
     from flywheel.policy.checkpoint import policy_digest
     policy = create_policy("tiny", {}, seed=0)
     digest = policy_digest(policy)

@@ -1,4 +1,4 @@
-"""train_job --serve under torchrun (pipelines/overlap.py's TrainerLane with processes > 1): one
+"""train_job --serve under torchrun (loop/overlap.py's TrainerLane with processes > 1): one
 launch whose two ranks stay up and serve update after update, as one process would, past gaps
 longer than the process group's timeout; a crash ends the launch and reaches the lane with the
 log's tail; killing the driver leaves no rank behind."""
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch.distributed as dist
 
-from flywheel.pipelines.overlap import TrainerLane, trainer_command
+from flywheel.loop.overlap import TrainerLane, trainer_command
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.train_job import run as run_job
@@ -146,7 +146,7 @@ def test_closing_the_lane_ends_every_rank_cleanly(tmp_path):
 
 DRIVER = """
 import sys, time
-from flywheel.pipelines.overlap import TrainerLane
+from flywheel.loop.overlap import TrainerLane
 lane = TrainerLane(processes=2, workdir=sys.argv[1])
 lane.submit(1, {first}, {{}})
 lane.collect(1)

@@ -9,8 +9,8 @@ import torch
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.registry import get_domain
-from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+from flywheel.loop.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.sandbox import shared_pool
 from flywheel.sandbox.pool import CONCURRENCY

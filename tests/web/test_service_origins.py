@@ -17,9 +17,9 @@ import threading
 import pytest
 
 from flywheel.cli.serve import load_policy
-from flywheel.pipelines.review_page import ReviewServer
-from flywheel.pipelines.serve import ChatServer
-from flywheel.pipelines.serve_recorder import TableRecorder
+from flywheel.feedback.review_page import ReviewServer
+from flywheel.feedback.serve import ChatServer
+from flywheel.feedback.serve_recorder import TableRecorder
 from flywheel.sandbox import backend_class, get_backend
 from flywheel.sandbox.service import SandboxService
 

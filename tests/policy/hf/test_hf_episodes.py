@@ -4,8 +4,8 @@ the template frames a tool message, and a real multi-turn rollout end to end."""
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.tools import RUN_TESTS, SUBMIT
-from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
-from flywheel.pipelines.layout import RunLayout
+from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+from flywheel.loop.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.policy.backends import create_policy
 

@@ -54,7 +54,7 @@ def test_kill_9_then_resume_with_an_hf_policy(tiny_model_dir, tmp_path):
     import sys
     import time
 
-    from flywheel.pipelines.layout import RunLayout
+    from flywheel.loop.layout import RunLayout
 
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", str(run),

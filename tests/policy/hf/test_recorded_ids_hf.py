@@ -1,7 +1,7 @@
 """Recorded ids spell their text under a real byte-level BPE tokenizer (tiny-llama's, trained
 locally): what "spell" means with specials, a chat template's tokens, a leading space and a
-split other than the tokenizer's own (pipelines/recorded_ids.py)."""
-from flywheel.pipelines.recorded_ids import SpellCheck
+split other than the tokenizer's own (feedback/recorded_ids.py)."""
+from flywheel.feedback.recorded_ids import SpellCheck
 from flywheel.policy.backends import create_policy
 
 

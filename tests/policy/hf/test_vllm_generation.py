@@ -275,9 +275,9 @@ class _Sampled:
 def test_flywheel_serve_samples_with_vllm_and_records_its_logprobs(policy, tmp_path):
     """`flywheel serve` with engine=vllm: the server's one generation thread runs the vllm
     rollout engine; the recorded ids and logprobs are what the trainer scores."""
-    from flywheel.pipelines.serve import ChatServer
-    from flywheel.pipelines.serve_api import ServedPolicy
-    from flywheel.pipelines.serve_recorder import TableRecorder
+    from flywheel.feedback.serve import ChatServer
+    from flywheel.feedback.serve_api import ServedPolicy
+    from flywheel.feedback.serve_recorder import TableRecorder
     from flywheel.schemas import read_table
     from flywheel.policy.checkpoint import policy_digest
     import json

@@ -1,0 +1,82 @@
+"""FlywheelOptions and the Rollout transform: the run's flags live among Beam's pipeline options,
+and one iteration is a composite transform whose named steps show in the job graph."""
+
+import subprocess
+import sys
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from flywheel.loop.layout import RunLayout
+from flywheel.loop.options import FlywheelOptions
+from flywheel.pipelines.rollout import IterationSpec, Rollout
+
+from tests.run_configs import tiny_config
+
+
+def test_flywheel_flags_and_beam_flags_parse_together():
+    options = PipelineOptions(["--iterations", "2", "--domains", "add,reverse", "--shards", "3",
+                               "--sandbox-options", "warm=false", "--runner", "DirectRunner",
+                               "--direct_num_workers", "2", "--run-dir", "gs://bucket/run"])
+    flywheel = options.view_as(FlywheelOptions)
+    config, explicit = flywheel.run_config()
+    assert config.iterations == 2 and config.rollout.domains == ("add", "reverse")
+    assert config.rollout.shards == 3 and config.rollout.sandbox_options == ("warm=false",)
+    assert explicit == {"iterations", "rollout.domains", "rollout.shards", "rollout.sandbox_options"}
+    assert flywheel.run_dir == "gs://bucket/run"
+    assert options.view_as(StandardOptions).runner == "DirectRunner"
+    assert config.seed == 0 and config.rollout.n_samples == 8  # defaults stand where not given
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--policy", "nope"], "unknown policy backend 'nope'"),
+    (["--advantage", "nope"], "unknown advantage estimator 'nope'"),
+    (["--sandbox-options", "runsc"], "not KEY=VALUE"),
+    (["--sandbox", "nope"], "unknown sandbox backend 'nope'"),
+    (["--sandbox-options", "runtime=runsc"], "'local' does not take the options \\['runtime'\\]"),
+    (["--sampler", "nope"], "unknown sampler 'nope'"),
+    (["--band", "0.9,0.1"], "steering.band"),
+    (["--domain-weights", "add"], "steering.weights item 'add' is not KEY=VALUE"),
+    (["--tier-shares", "a=0.8,b=0.5"], "more than 1"),
+    (["--domain-floor", "1.5"], "steering.floor"),
+    (["--top-up", "1.5"], "steering.top_up"),
+    (["--domain-scale", "nope"], "unknown domain_scale 'nope'"),
+])
+def test_a_bad_setting_is_refused_before_anything_runs(argv, message):
+    with pytest.raises((KeyError, ValueError), match=message):
+        PipelineOptions(argv).view_as(FlywheelOptions).run_config()
+
+
+def test_run_help_lists_what_the_registries_hold():
+    # Both sides in fresh processes: other test modules register test-only entries in this one.
+    listed = subprocess.run([sys.executable, "-c", (
+        "from flywheel.sandbox import available_backends as b; "
+        "from flywheel.trainer.credit import ADVANTAGES as a; "
+        "from flywheel.policy.backends import POLICIES as p; "
+        "print('|'.join(', '.join(n) for n in (a.names(), p.names(), b())))")],
+        capture_output=True, text=True, check=True).stdout.strip().split("|")
+    out = subprocess.run(["flywheel", "run", "--help"], capture_output=True, text=True, check=True)
+    text = " ".join(out.stdout.split())
+    assert len(listed) == 3 and all(names and names in text for names in listed)
+    assert "local" in listed[2] and "grpo" in listed[0] and "tiny" in listed[1]
+
+
+def test_the_rollout_is_one_composite_of_named_steps(tmp_path):
+    pipeline = beam.Pipeline(options=PipelineOptions([]))
+    _ = pipeline | "Rollout" >> Rollout(tiny_config(), IterationSpec("r", 0, 0, None),
+                                        RunLayout(str(tmp_path)))
+    labels = set()
+
+    class Labels(beam.pipeline.PipelineVisitor):
+        def enter_composite_transform(self, node):
+            labels.add(node.full_label)
+
+        def visit_transform(self, node):
+            labels.add(node.full_label)
+
+    pipeline.visit(Labels())
+    steps = ["ReadTasks", "ExpandTrain", "ExpandHeldout", "Generate", "Execute", "Verify",
+             "NormalizeRewards", "FilterTrajectories", "WriteTrajectories", "WriteMetrics",
+             "WriteErrors"]
+    assert {f"Rollout/{step}" for step in steps} <= labels
