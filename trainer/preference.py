@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from flywheel.registry import Registry
 from flywheel.policy.policy import Policy
 from flywheel.trainer.supervised import EpochHook, StepHook, as_rows, check_fits, sequence_logprobs
-from flywheel.trainer.train_step import microbatches
+from flywheel.trainer.update_loop import microbatches, run_update, shares, summed
 
 PreferenceLoss = Callable[..., torch.Tensor]
 PREFERENCE_LOSSES: Registry[PreferenceLoss] = Registry("preference loss", home=__name__)
@@ -129,7 +129,6 @@ def with_reference(policy: Policy, pairs: list[dict], cfg: DPOConfig,
     return out
 
 
-@torch.enable_grad()
 def train_preference(policy: Policy, optimizer: torch.optim.Optimizer, pairs: list[dict],
                      cfg: DPOConfig, seed: int, device: str | torch.device = "cpu",
                      on_epoch: EpochHook | None = None, on_step: StepHook | None = None
@@ -143,32 +142,55 @@ def train_preference(policy: Policy, optimizer: torch.optim.Optimizer, pairs: li
     if pairs and "ref_chosen" not in pairs[0]:
         pairs = with_reference(policy, pairs, cfg, device)
     rng = np.random.default_rng(seed)
-    history = []
-    for epoch in range(1, cfg.epochs + 1):
-        started = time.time()
-        sums = dict.fromkeys(STAT_NAMES, 0.0)
-        done, steps, grad_norms = 0, 0, 0.0
-        policy.module.train()
-        for minibatch in _groups([pairs[i] for i in rng.permutation(len(pairs))], cfg.batch_tokens):
-            optimizer.zero_grad(set_to_none=True)
-            for micro in _groups(minibatch, cfg.micro_tokens) if cfg.micro_tokens else [minibatch]:
-                stats = _backward(policy, micro, len(minibatch), cfg, device)
-                for k in STAT_NAMES:
-                    sums[k] += stats[k]
-            grad_norms += float(torch.nn.utils.clip_grad_norm_(
-                [p for p in policy.module.parameters() if p.requires_grad], cfg.max_grad_norm))
-            optimizer.step()
-            done, steps = done + len(minibatch), steps + 1
-            if on_step:
-                on_step(epoch, done, sums["loss"] / done)
+    history, started, sums = [], [0.0], dict.fromkeys(STAT_NAMES, 0.0)
+
+    def minibatches(epoch: int):  # each epoch shuffled by the seed, then cut by batch_tokens
+        started[0] = time.time()
+        sums.update(dict.fromkeys(STAT_NAMES, 0.0), pairs=0.0)
+        return shares(_groups([pairs[i] for i in rng.permutation(len(pairs))], cfg.batch_tokens))
+
+    def step_done(epoch: int, figures: dict) -> None:
+        for k in sums:
+            sums[k] += figures[k]
+        if on_step:
+            on_step(epoch, int(sums["pairs"]), sums["loss"] / sums["pairs"])
+
+    def epoch_done(epoch: int, steps: list[dict]) -> None:
         policy.module.eval()
-        stats = {"epoch": epoch, **{k: v / max(done, 1) for k, v in sums.items()}, "pairs": done,
-                 "steps": steps, "grad_norm": grad_norms / max(steps, 1),
-                 "seconds": time.time() - started}
+        done = int(sums["pairs"])
+        stats = {"epoch": epoch, **{k: sums[k] / max(done, 1) for k in STAT_NAMES}, "pairs": done,
+                 "steps": len(steps),
+                 "grad_norm": sum(s["grad_norm"] for s in steps) / max(len(steps), 1),
+                 "seconds": time.time() - started[0]}
         if on_epoch:
             stats.update(on_epoch(epoch, stats) or {})
         history.append(stats)
+
+    run_update(policy, optimizer, minibatches, PreferenceObjective(policy, cfg, device),
+               epochs=cfg.epochs, micro_tokens=cfg.micro_tokens, max_grad_norm=cfg.max_grad_norm,
+               device=device, on_step=step_done, on_epoch=epoch_done)
     return history
+
+
+class PreferenceObjective:
+    """The preference loss for the update loop (trainer/update_loop.py): each microbatch's summed
+    pair losses over the whole minibatch's pairs, so the step's gradient is the minibatch's mean."""
+
+    def __init__(self, policy: Policy, cfg: DPOConfig, device):
+        self.policy, self.cfg, self.device = policy, cfg, device
+
+    def microbatches(self, share: list[dict], micro_tokens: int) -> list[list[dict]]:
+        return _groups(share, micro_tokens) if micro_tokens else [share]
+
+    def units(self, micro: list[dict]) -> tuple[int]:
+        return (len(micro),)
+
+    def loss(self, micro: list[dict], totals) -> tuple[torch.Tensor, dict]:
+        losses, stats = _scored(self.policy, micro, self.cfg, self.device)
+        return losses.sum() / totals[0], {**stats, "pairs": len(micro)}
+
+    def reduce(self, figures: dict, ranks: int) -> dict:
+        return summed(figures, ranks)
 
 
 def _scored(policy: Policy, pairs: list[dict], cfg: DPOConfig, device
@@ -180,14 +202,6 @@ def _scored(policy: Policy, pairs: list[dict], cfg: DPOConfig, device
     return losses, {"loss": losses.sum().item(), "chosen_reward": c.sum().item(),
                     "rejected_reward": r.sum().item(), "reward_margin": (c - r).sum().item(),
                     "accuracy": (c > r).float().sum().item()}
-
-
-def _backward(policy: Policy, pairs: list[dict], minibatch_size: int, cfg: DPOConfig, device
-              ) -> dict:
-    """Backward of `pairs`' share of their minibatch's mean loss; the stats summed over them."""
-    losses, stats = _scored(policy, pairs, cfg, device)
-    (losses.sum() / minibatch_size).backward()
-    return stats
 
 
 @torch.no_grad()

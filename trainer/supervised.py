@@ -11,7 +11,9 @@ The same pieces as the RL step do the work (`make_batch`, `token_logprobs` scori
 first response position, `microbatches`), so a sequence is scored here exactly as the RL
 trainer and the sampler score it. Each epoch shuffles by the seed; a minibatch (one optimizer
 step) holds at most `batch_tokens` padded tokens and is run as microbatches of at most
-`micro_tokens` (gradient accumulation), its loss the mean over all its trained tokens.
+`micro_tokens` (gradient accumulation), its loss the mean over all its trained tokens. The step
+is the update loop's (trainer/update_loop.py), RL's own: the same clipping, and under torchrun
+the same data parallelism.
 """
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ import numpy as np
 import torch
 
 from flywheel.policy.policy import Policy
-from flywheel.trainer.train_step import microbatches, trained_tokens
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
+from flywheel.trainer.update_loop import (NO_CLIP, microbatches, run_update, shares, summed,
+                                          trained_tokens)
 
 EpochHook = Callable[[int, dict], "dict | None"]   # (epoch, its stats) -> more stats (held-out eval)
 StepHook = Callable[[int, int, float], None]       # (epoch, examples done this epoch, step loss)
@@ -90,7 +93,31 @@ def sequence_logprobs(policy: Policy, rows: list[dict], device) -> tuple[torch.T
     return logprobs, b["response_mask"]
 
 
-@torch.enable_grad()
+class SupervisedObjective:
+    """Cross-entropy on the trained tokens for the update loop (trainer/update_loop.py): each
+    microbatch's summed token loss over the whole minibatch's trained tokens, so the step's
+    gradient is the minibatch's token mean."""
+
+    def __init__(self, policy: Policy, device):
+        self.policy, self.device = policy, device
+
+    def microbatches(self, share: list[dict], micro_tokens: int) -> list[list[dict]]:
+        return microbatches(share, micro_tokens)
+
+    def units(self, micro: list[dict]) -> tuple[int]:
+        return (sum(map(trained_tokens, micro)),)
+
+    def loss(self, micro: list[dict], totals) -> tuple[torch.Tensor, dict]:
+        logprobs, mask = sequence_logprobs(self.policy, micro, self.device)
+        nll = -(logprobs * mask).sum()
+        loss = nll / max(totals[0], 1)  # its share of the minibatch's token mean
+        return loss, {"loss": loss.item(), "loss_sum": nll.item(),
+                      "tokens": self.units(micro)[0], "examples": len(micro)}
+
+    def reduce(self, figures: dict, ranks: int) -> dict:
+        return summed(figures, ranks)
+
+
 def train_supervised(policy: Policy, optimizer: torch.optim.Optimizer, examples: list[dict],
                      cfg: SFTConfig, seed: int, device: str | torch.device = "cpu",
                      on_epoch: EpochHook | None = None, on_step: StepHook | None = None
@@ -99,50 +126,55 @@ def train_supervised(policy: Policy, optimizer: torch.optim.Optimizer, examples:
     cross-entropy per trained token), tokens (trained), examples, steps, grad_norm (mean,
     pre-clip), seconds, plus whatever `on_epoch(epoch, stats)` returns (called after each epoch
     with the policy in eval mode, e.g. a held-out evaluation). Examples with no trained token
-    are left out (they carry no gradient)."""
+    are left out (they carry no gradient). Under a torchrun launch each rank trains on its share
+    of every minibatch (trainer/update_loop.py) and every rank returns the same history."""
     rows = [r for r in as_rows(examples) if trained_tokens(r) > 0]
     check_fits(rows, policy.context)
     rng = np.random.default_rng(seed)
-    history = []
-    for epoch in range(1, cfg.epochs + 1):
-        started, shuffled = time.time(), [rows[i] for i in rng.permutation(len(rows))]
-        totals = {"loss_sum": 0.0, "tokens": 0, "examples": 0, "steps": 0, "grad_norm": 0.0}
-        policy.module.train()
-        for minibatch in microbatches(shuffled, cfg.batch_tokens) if rows else []:
-            loss_sum, n_tokens, grad_norm = _step(policy, optimizer, minibatch, cfg, device)
-            totals["loss_sum"] += loss_sum
-            totals["tokens"] += n_tokens
-            totals["examples"] += len(minibatch)
-            totals["steps"] += 1
-            totals["grad_norm"] += grad_norm
-            if on_step:
-                on_step(epoch, totals["examples"], loss_sum / max(n_tokens, 1))
+    history, started, done = [], [0.0], [0]
+
+    def minibatches(epoch: int):  # each epoch shuffled by the seed, then cut by batch_tokens
+        started[0], done[0] = time.time(), 0
+        shuffled = [rows[i] for i in rng.permutation(len(rows))]
+        return shares(microbatches(shuffled, cfg.batch_tokens) if rows else [])
+
+    def step_done(epoch: int, figures: dict) -> None:
+        done[0] += int(figures["examples"])
+        if on_step:
+            on_step(epoch, done[0], figures["loss_sum"] / max(figures["tokens"], 1))
+
+    def epoch_done(epoch: int, steps: list[dict]) -> None:
         policy.module.eval()
-        steps = max(totals["steps"], 1)
-        stats = {"epoch": epoch, "loss": totals.pop("loss_sum") / max(totals["tokens"], 1),
-                 **totals, "grad_norm": totals["grad_norm"] / steps,
-                 "seconds": time.time() - started}
+        total = {k: sum(s[k] for s in steps) for k in ("loss_sum", "tokens", "examples", "grad_norm")}
+        stats = {"epoch": epoch, "loss": total["loss_sum"] / max(total["tokens"], 1),
+                 "tokens": int(total["tokens"]), "examples": int(total["examples"]),
+                 "steps": len(steps), "grad_norm": total["grad_norm"] / max(len(steps), 1),
+                 "seconds": time.time() - started[0]}
         if on_epoch:
             stats.update(on_epoch(epoch, stats) or {})
         history.append(stats)
+
+    run_update(policy, optimizer, minibatches, SupervisedObjective(policy, device),
+               epochs=cfg.epochs, micro_tokens=cfg.micro_tokens, max_grad_norm=cfg.max_grad_norm,
+               device=device, on_step=step_done, on_epoch=epoch_done)
     return history
 
 
-def _step(policy: Policy, optimizer, minibatch: list[dict], cfg: SFTConfig, device
-          ) -> tuple[float, int, float]:
-    """One optimizer step on `minibatch`: (summed token loss, trained tokens, grad norm)."""
-    optimizer.zero_grad(set_to_none=True)
-    total = sum(map(trained_tokens, minibatch))
-    loss_sum = 0.0
-    for micro in microbatches(minibatch, cfg.micro_tokens):
-        logprobs, mask = sequence_logprobs(policy, micro, device)
-        nll = -(logprobs * mask).sum()
-        (nll / total).backward()  # each microbatch's share of the minibatch's token mean
-        loss_sum += nll.item()
-    grad_norm = torch.nn.utils.clip_grad_norm_(
-        [p for p in policy.module.parameters() if p.requires_grad], cfg.max_grad_norm)
-    optimizer.step()
-    return loss_sum, total, float(grad_norm)
+def supervised_step(policy: Policy, optimizer: torch.optim.Optimizer, prompts: list[list[int]],
+                    answers: list[list[int]], device: str | torch.device = "cpu",
+                    masks: list[list[int]] | None = None, max_grad_norm: float = NO_CLIP
+                    ) -> float:
+    """One optimizer step of cross-entropy on the answer tokens of one minibatch, in the given
+    order (prompts are context; `masks`: 1 per answer token, 0 where it is context, as a
+    demonstrated episode's observations); returns the loss. The warm start's step: by default
+    its gradient norm is measured but not bounded, as the warm start has always trained (its
+    tables stay the same); `max_grad_norm` clips it as the other stages do."""
+    rows = as_rows([example(p, a, m) for p, a, m in
+                    zip(prompts, answers, masks or [None] * len(answers))])
+    steps = run_update(policy, optimizer, lambda epoch: shares([rows]),
+                       SupervisedObjective(policy, device), epochs=1,
+                       max_grad_norm=max_grad_norm, device=device)
+    return steps[0][0]["loss"]
 
 
 @torch.no_grad()

@@ -4,7 +4,7 @@
 its aggregation by name from the run's `Algorithm`, optional KL to a frozen reference) over any
 `MinibatchSource`: rows in memory (`train_on_rows`) or streamed from Parquet
 (trainer/trajectory_stream.py, what train_iteration uses); both draw the same minibatches from the
-same seed. `supervised_step` is the warm start on demonstrations.
+same seed. The step itself is trainer/update_loop.py's, with `RLObjective` as its loss.
 """
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -22,6 +22,7 @@ from flywheel.trainer.off_policy import NO_WEIGHTS, OFF_POLICY_MODES, behaviour_
 from flywheel.policy.policy import Policy
 from flywheel.trainer.segments import segment_rows
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
+from flywheel.trainer.update_loop import microbatches, run_update, trained_tokens
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,6 @@ def train_on_rows(
                                 seed, device, reference, algorithm)
 
 
-@torch.enable_grad()  # training needs autograd even if a caller switched it off globally
 def train_on_minibatches(
     policy: Policy,
     optimizer: torch.optim.Optimizer,
@@ -175,94 +175,81 @@ def train_on_minibatches(
     rng = np.random.default_rng(seed)
     overrides = {**cfg.loss_overrides_for(source.longest_response),
                  "aggregation": algorithm.loss_aggregation()}
-    step = _Step(policy, cfg, algorithm, overrides, reference, device,
-                 start_digest, proximal if correcting else None)
-    policy.module.train()
+    objective = RLObjective(policy, cfg, algorithm, overrides, reference, device, list(stats),
+                            start_digest, proximal if correcting else None)
     rank, ranks = distributed.world()
-    for _ in range(cfg.epochs):
+
+    def minibatches(epoch: int):  # a fresh permutation of the rows with signal, each epoch
         order = rng.permutation(source.n_sequences)
         shards = {"rank": rank, "world": ranks} if ranks > 1 else {}
-        for minibatch in source.minibatches(order, cfg.minibatch_size, **shards):
-            optimizer.zero_grad(set_to_none=True)
-            if ranks > 1:
-                step_stats = step.accumulate_share(minibatch, list(stats))
-            else:
-                step_stats = step.accumulate(minibatch)
-            grad_norm = torch.nn.utils.clip_grad_norm_(policy.module.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            counts["n_steps"] += 1
-            if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor, the norm of all shards
-                grad_norm = grad_norm.full_tensor()
-            step_stats["grad_norm"] = grad_norm.item()
-            for k in stats:
-                stats[k] += step_stats[k]
-    return {**{k: v / counts["n_steps"] for k, v in stats.items()}, **step.diff, **counts}
+        return source.minibatches(order, cfg.minibatch_size, **shards)
+
+    history = run_update(policy, optimizer, minibatches, objective, epochs=cfg.epochs,
+                         micro_tokens=cfg.micro_tokens, max_grad_norm=cfg.max_grad_norm,
+                         device=device)
+    for step_stats in (s for steps in history for s in steps):
+        counts["n_steps"] += 1
+        for k in stats:
+            stats[k] += step_stats[k]
+    return {**{k: v / counts["n_steps"] for k, v in stats.items()}, **objective.diff, **counts}
 
 
-class _Step:
-    """The gradient of one minibatch, accumulated over microbatches of at most cfg.micro_tokens
-    padded tokens, each loss weighted by its share of the units its aggregation averages over
-    (trained tokens, or sequences that have some) so the sum is the whole minibatch's gradient."""
+class RLObjective:
+    """The RL loss of one minibatch for the update loop (trainer/update_loop.py), over
+    microbatches of at most cfg.micro_tokens padded tokens: each microbatch's loss weighted by its
+    share of the units its aggregation averages over (trained tokens, or sequences that have
+    some) and its KL term by its share of the trained tokens, so the sum is the whole
+    minibatch's gradient."""
 
     def __init__(self, policy: Policy, cfg: TrainConfig, algorithm: Algorithm, overrides: dict,
-                 reference: Policy | None, device, start_digest: str | None = None,
-                 proximal: Policy | None = None):
+                 reference: Policy | None, device, names: list[str],
+                 start_digest: str | None = None, proximal: Policy | None = None):
         self.policy, self.cfg, self.overrides, self.device = policy, cfg, overrides, device
+        self.names = names  # the stats of a step (grad_norm aside, which the loop measures)
         self.start_digest, self.proximal = start_digest, proximal
         self.credit = algorithm.credit
         self.reference = reference if cfg.kl_coef > 0 else None
         self.loss_fn, self.unit = LOSSES.get(algorithm.loss), algorithm.loss_unit()
         self.kl_fn = KL_ESTIMATORS.get(cfg.kl_estimator)
         self.diff: dict = {}
-        # to add up over ranks (accumulate_share): the first microbatch's |logprob gap| (sum,
-        # count, max), the off-policy weights' (stale tokens, weight sum, capped, max)
+        # to add up over ranks (reduce): the first microbatch's |logprob gap| (sum, count, max),
+        # the off-policy weights' of a step (stale tokens, weight sum, capped, max)
         self.gap_parts, self.diff_reduced, self.is_parts = [], False, [0.0, 0.0, 0.0, -np.inf]
 
-    def accumulate(self, minibatch: list[dict], across_ranks: bool = False) -> dict:
-        """Backward passes over `minibatch`; returns its stats. `across_ranks`: the minibatch
-        is this rank's share of one split over ranks, weighted by its share of the units of the
-        whole (the stats are then this rank's part of sums; see accumulate_share)."""
-        minibatch = [s for row in minibatch for s in segment_rows(row)]  # each context as seen
-        micro = microbatches(minibatch, self.cfg.micro_tokens) if minibatch else []
-        tokens = [sum(map(trained_tokens, m)) for m in micro]
-        units = tokens if self.unit == "token" else [sum(trained_tokens(r) > 0 for r in m)
-                                                     for m in micro]
-        total_units, total_tokens = sum(units), sum(tokens)
-        if across_ranks:  # the whole minibatch's units, so the ranks' gradients sum to its own
-            total_units, total_tokens = distributed.all_reduce([total_units, total_tokens])
-        self.is_parts = [0.0, 0.0, 0.0, -np.inf]
-        out: dict = {}
-        if across_ranks and distributed.is_sharded(self.policy.module):
-            # FSDP: each forward and backward is a collective, so every rank runs as many
-            most = int(distributed.all_reduce([len(micro)], op="max")[0])
-            for _ in range(most - len(micro)):
-                self._idle_pass()
-        for m, n_units, n_tokens in zip(micro, units, tokens):
-            w, w_tok = n_units / max(total_units, 1), n_tokens / max(total_tokens, 1)
-            for k, v in self._backward(m, w, w_tok).items():  # pg_loss as the loss weighs it,
-                out[k] = out.get(k, 0.0) + v * (w if k == "pg_loss" else w_tok)  # others by tokens
-        if not across_ranks:
-            out["loss"] = out["pg_loss"] + self.cfg.kl_coef * out.get("kl", 0.0)
-        return out
+    def microbatches(self, share: list[dict], micro_tokens: int) -> list[list[dict]]:
+        rows = [s for row in share for s in segment_rows(row)]  # each context as it was seen
+        return microbatches(rows, micro_tokens) if rows else []
 
-    def accumulate_share(self, share: list[dict], names: list[str]) -> dict:
-        """accumulate() for this rank's `share` of a minibatch split over ranks (possibly
-        empty: the rank still joins every collective), then the gradients summed over ranks;
-        returns the stats of `names` that a single process would return for the whole
-        minibatch (grad_norm aside, which the caller measures)."""
-        out = self.accumulate(share, across_ranks=True)
-        if not distributed.is_sharded(self.policy.module):  # FSDP's backward summed them
-            distributed.sum_gradients(self.policy.module.parameters())
-        summed = [k for k in names if k not in ("loss", "grad_norm") and not k.startswith("is_")]
-        first = not self.diff_reduced  # the step that measured the logprob gap (see _backward)
+    def units(self, micro: list[dict]) -> tuple[int, int]:
+        """(the loss's units: trained tokens, or sequences that have some; trained tokens)."""
+        tokens = sum(map(trained_tokens, micro))
+        return (tokens if self.unit == "token" else sum(trained_tokens(r) > 0 for r in micro),
+                tokens)
+
+    def loss(self, micro: list[dict], totals) -> tuple[torch.Tensor, dict]:
+        n_units, n_tokens = self.units(micro)
+        w, w_tok = n_units / max(totals[0], 1), n_tokens / max(totals[1], 1)
+        loss, stats = self._loss(micro, w, w_tok)  # pg_loss as the loss weighs it, the rest
+        return loss, {k: v * (w if k == "pg_loss" else w_tok) for k, v in stats.items()}  # by tokens
+
+    def reduce(self, figures: dict, ranks: int) -> dict:
+        """The step's stats of `names`: this process's own (one process), or those a single
+        process would return for the whole minibatch, from every rank's share."""
+        if ranks == 1:
+            figures["loss"] = figures["pg_loss"] + self.cfg.kl_coef * figures.get("kl", 0.0)
+            self.is_parts = [0.0, 0.0, 0.0, -np.inf]
+            return figures
+        summed = [k for k in self.names if k not in ("loss", "grad_norm") and not k.startswith("is_")]
+        first = not self.diff_reduced  # the step that measured the logprob gap (see _loss)
         gap = self.gap_parts if first and self.gap_parts else [0.0, 0.0, -np.inf]
-        sums = distributed.all_reduce([out.get(k, 0.0) for k in summed] + self.is_parts[:3]
+        sums = distributed.all_reduce([figures.get(k, 0.0) for k in summed] + self.is_parts[:3]
                                       + gap[:2])
         highest = distributed.all_reduce([self.is_parts[3], gap[2]], op="max")
+        self.is_parts = [0.0, 0.0, 0.0, -np.inf]
         stats = dict(zip(summed, sums))
         stats["loss"] = stats["pg_loss"] + self.cfg.kl_coef * stats.get("kl", 0.0)
         n_stale, weights, capped, gap_sum, gap_count = sums[len(summed):]
-        if any(k.startswith("is_") for k in names):  # as _off_policy reports them, minibatch-wide
+        if any(k.startswith("is_") for k in self.names):  # as _off_policy reports them, minibatch-wide
             stats.update({"is_weight_mean": weights / n_stale, "is_weight_max": highest[0],
                           "is_clip_frac": capped / n_stale} if n_stale else NO_WEIGHTS)
         if first:  # every rank now holds the whole first minibatch's figures
@@ -271,15 +258,7 @@ class _Step:
                          "logprob_diff_max": highest[1]}
         return stats
 
-    def _idle_pass(self) -> None:
-        """A forward and backward that add nothing to the gradient: a rank's turn in the
-        collectives of an FSDP microbatch it has no rows for."""
-        ids = torch.full((1, 2), self.policy.eos_ids[0], device=self.device)
-        logprobs = self.policy.token_logprobs(ids, torch.ones_like(ids, dtype=torch.bool),
-                                              torch.ones(1, device=self.device))
-        (logprobs.sum() * 0.0).backward()
-
-    def _backward(self, rows: list[dict], w: float, w_tok: float) -> dict:
+    def _loss(self, rows: list[dict], w: float, w_tok: float) -> tuple[torch.Tensor, dict]:
         policy, cfg = self.policy, self.cfg
         b = make_batch(rows, policy.pad_id, self.device, self.credit)
         mask, start = b["response_mask"], first_scored(rows)
@@ -301,8 +280,7 @@ class _Step:
             kl = masked_mean(self.kl_fn(logprobs, ref), mask)
             loss = loss + w_tok * cfg.kl_coef * kl
             stats["kl"] = kl.item()
-        loss.backward()
-        return stats
+        return loss, stats
 
     def _off_policy(self, rows: list[dict], b: dict, start: int):
         """(old log-probs, token weights or None, stats) for the loss: the sampler's and none,
@@ -328,54 +306,3 @@ class _Step:
                              max(parts[3], stats["is_weight_max"])]
         return (torch.where(stale_rows, proximal, b["old_logprobs"]),
                 torch.where(stale_rows, weights, mask), stats)
-
-
-def trained_tokens(row: dict) -> int:
-    """The response tokens of a row the loss trains on (an episode's observations are not)."""
-    mask = row.get("response_mask")
-    return len(row["response_token_ids"]) if mask is None else int(sum(mask))
-
-
-def microbatches(rows: list[dict], max_tokens: int) -> list[list[dict]]:
-    """Consecutive rows grouped so that rows x longest (prompt + response) stays within
-    `max_tokens` (a row longer than that goes alone); one group when max_tokens is 0."""
-    if max_tokens <= 0:
-        return [rows]
-    groups: list[list[dict]] = [[]]
-    longest = 0
-    for r in rows:
-        n = len(r["prompt_token_ids"]) + len(r["response_token_ids"])
-        if groups[-1] and (len(groups[-1]) + 1) * max(longest, n) > max_tokens:
-            groups.append([])
-            longest = 0
-        groups[-1].append(r)
-        longest = max(longest, n)
-    return groups
-
-
-@torch.enable_grad()
-def supervised_step(
-    policy: Policy,
-    optimizer: torch.optim.Optimizer,
-    prompts: list[list[int]],
-    answers: list[list[int]],
-    device: str | torch.device = "cpu",
-    masks: list[list[int]] | None = None,
-) -> float:
-    """One step of cross-entropy on the answer tokens only (prompts are context); returns the loss.
-    `masks` (1 per answer token, 0 where it is context: a demonstrated episode's observations)."""
-    rows = [
-        {"prompt_token_ids": p, "response_token_ids": a, "response_logprobs": [0.0] * len(a),
-         "response_mask": m}
-        for p, a, m in zip(prompts, answers, masks or [None] * len(answers))
-    ]
-    rows = [dict(r, advantage=0.0, sampling_temperature=1.0) for r in rows]
-    b = make_batch(rows, policy.pad_id, device)
-    policy.module.train()
-    logprobs = policy.token_logprobs(b["input_ids"], b["attn_mask"], b["temperatures"],
-                                     first_scored(rows))
-    loss = -masked_mean(logprobs, b["response_mask"])
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    return loss.item()

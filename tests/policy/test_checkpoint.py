@@ -4,7 +4,8 @@ import torch
 from flywheel.policy.checkpoint import checkpoint_exists, load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy
-from flywheel.trainer.train_step import TrainConfig, supervised_step
+from flywheel.trainer.supervised import supervised_step
+from flywheel.trainer.train_step import TrainConfig
 
 
 def _trained():

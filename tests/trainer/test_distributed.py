@@ -64,16 +64,17 @@ def _uneven(rows: list[dict]) -> list[dict]:
 def _gradient(loss: str, rows: list[dict], share: bool = False) -> dict:
     """The gradient of one minibatch of `rows` at the tiny policy from seed 0: of all of them,
     or (`share`, inside a process group) of this rank's share, summed over ranks."""
-    from flywheel.trainer.train_step import _Step
+    from flywheel.trainer.train_step import RLObjective
+    from flywheel.trainer.update_loop import accumulate
     policy, algorithm, cfg = _policy(0), Algorithm(loss=loss), TrainConfig()
     policy.module.train()
     overrides = {**cfg.loss_overrides(rows), "aggregation": algorithm.loss_aggregation()}
-    step = _Step(policy, cfg, algorithm, overrides, None, "cpu")
+    objective = RLObjective(policy, cfg, algorithm, overrides, None, "cpu", ["pg_loss", "entropy"])
     if share:
         rank, world = dist.get_rank(), dist.get_world_size()
-        step.accumulate_share(rows[rank::world], ["pg_loss", "entropy"])
+        accumulate(policy, rows[rank::world], objective)
     else:
-        step.accumulate(rows)
+        accumulate(policy, rows, objective)
     return {n: p.grad for n, p in policy.module.named_parameters()}
 
 

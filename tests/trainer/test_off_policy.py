@@ -13,7 +13,8 @@ from flywheel.policy.checkpoint import policy_digest, save_checkpoint
 from flywheel.trainer.losses import LOSSES
 from flywheel.trainer.off_policy import StalePolicyError, behaviour_weights, check_staleness
 from flywheel.trainer.train import train_iteration
-from flywheel.trainer.train_step import TrainConfig, _Step
+from flywheel.trainer.train_step import RLObjective, TrainConfig
+from flywheel.trainer.update_loop import accumulate
 from flywheel.trainer.algorithm import Algorithm
 
 from tests.trainer.test_stale_policy import _policy, _rows, _write
@@ -64,8 +65,10 @@ def _grads(policy, rows, cfg, proximal=None, start_digest=None):
     policy.module.zero_grad(set_to_none=True)
     algorithm = Algorithm(loss="dapo")  # token-mean: the weights scale the loss linearly
     overrides = {**cfg.loss_overrides(rows), "aggregation": algorithm.loss_aggregation()}
-    step = _Step(policy, cfg, algorithm, overrides, None, "cpu", start_digest, proximal)
-    stats = step.accumulate(rows)
+    names = ["pg_loss", "is_weight_mean", "is_weight_max", "is_clip_frac"]
+    objective = RLObjective(policy, cfg, algorithm, overrides, None, "cpu", names, start_digest,
+                            proximal)
+    stats = accumulate(policy, rows, objective)
     return {n: p.grad.clone() for n, p in policy.module.named_parameters()
             if p.grad is not None}, stats
 

@@ -12,7 +12,8 @@ from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy
 from flywheel.trainer.train import train_iteration
-from flywheel.trainer.train_step import TrainConfig, supervised_step, train_on_rows
+from flywheel.trainer.supervised import supervised_step
+from flywheel.trainer.train_step import TrainConfig, train_on_rows
 from flywheel.trainer.trajectory_batches import make_batch
 
 SCHEMA = pa.schema(

@@ -105,7 +105,7 @@ def test_microbatches_accumulate_the_whole_minibatchs_gradient(loss, aggregation
     """A token budget that splits the minibatch row by row changes nothing but peak memory,
     whichever aggregation: each microbatch's loss is weighted by its share of the units the
     aggregation averages over (derived from the aggregation, not kept per loss)."""
-    from flywheel.trainer.train_step import microbatches
+    from flywheel.trainer.update_loop import microbatches
 
     base = create_policy("tiny", OPTIONS, seed=0)
     rows = _rollout(base)

@@ -9,7 +9,8 @@ from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy
 from flywheel.policy.policy import Policy
-from flywheel.trainer.train_step import TrainConfig, supervised_step, train_on_rows
+from flywheel.trainer.supervised import supervised_step
+from flywheel.trainer.train_step import TrainConfig, train_on_rows
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
 
 TEXTS = ["What is 17 + 5?", "rev:abcd=", "from 3 to 9:"]
