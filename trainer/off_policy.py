@@ -25,11 +25,14 @@ update is the synchronous one exactly.
 """
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import torch
 
 from flywheel.trainer.aggregation import masked_mean
+
+log = logging.getLogger(__name__)
 
 OFF_POLICY_MODES = ("decoupled", "behaviour")
 LOG_WEIGHT_BOUND = 20.0
@@ -64,25 +67,42 @@ def behaviour_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch
 
 
 def check_staleness(digests: Counter, allowed: dict[str, int], trajectories_uri: str,
-                    max_staleness: int) -> dict:
-    """Refuse rows sampled from a digest outside `allowed` ({digest: versions behind the
-    update's start, 0 for the start itself}), naming the digests and counts; returns the rows'
-    staleness figures: stale_rows, staleness_mean, staleness_max.
+                    checkpoint_uri: str) -> dict:
+    """The one rule for which weights an update may train on: rows sampled from a digest outside
+    `allowed` ({digest: versions behind the update's start; 0 for the start, `checkpoint_uri`,
+    and 1, 2, ... for the older checkpoints an overlapped or reviewed update may read}) are
+    refused (StalePolicyError, `stale_rows_refusal`'s message); rows that record no digest
+    (tables of schema 1.0) pass as fresh, with a warning. Returns the rows' staleness figures:
+    stale_rows, staleness_mean, staleness_max.
 
-    `digests` counts rows by the digest they record; rows with none (schema 1.0 tables) count
-    as fresh, with the warning check_sampled_from gives."""
+    `digests` counts rows by the digest they record (None: none), as the rows streamed past."""
     found = Counter(digests)
-    found.pop(None, None)
+    total = sum(found.values())
+    unknown = found.pop(None, 0)
+    start = next(d for d, behind in allowed.items() if behind == 0)
     outside = {d: n for d, n in found.items() if d not in allowed}
     if outside:
-        listed = ", ".join(f"{n} row(s) from {d}" for d, n in sorted(outside.items()))
-        raise StalePolicyError(
-            f"{trajectories_uri}: {sum(outside.values())} of {sum(found.values())} trajectory "
-            f"rows were sampled from weights that are neither the update's starting checkpoint "
-            f"nor one of the {max_staleness} version(s) before it (max_staleness "
-            f"{max_staleness}): {listed}; refusing to train on them")
-    total = sum(found.values())
+        raise StalePolicyError(stale_rows_refusal(outside, total, trajectories_uri, checkpoint_uri,
+                                                  start, max(allowed.values())))
+    if unknown:
+        log.warning("%s: %d of %d trajectory rows record no checkpoint_digest (tables of schema "
+                    "1.0 have none): cannot check they were sampled from %s (%s)",
+                    trajectories_uri, unknown, total, checkpoint_uri, start)
+    known = sum(found.values())
     behind = sum(allowed[d] * n for d, n in found.items())
     return {"stale_rows": sum(n for d, n in found.items() if allowed[d] > 0),
-            "staleness_mean": behind / total if total else 0.0,
+            "staleness_mean": behind / known if known else 0.0,
             "staleness_max": max((allowed[d] for d in found), default=0)}
+
+
+def stale_rows_refusal(outside: dict[str, int], total: int, trajectories_uri: str,
+                       checkpoint_uri: str, start: str, older: int) -> str:
+    """The refusal's message: how many rows came from which other weights, and which weights
+    the update starts from and may read (the start and the `older` versions before it)."""
+    listed = ", ".join(f"{n} row(s) from {d}" for d, n in sorted(outside.items()))
+    before = (f" nor one of the {older} version(s) before it (max_staleness {older})"
+              if older else "")
+    return (f"{trajectories_uri}: {sum(outside.values())} of {total} trajectory rows were not "
+            f"sampled from the checkpoint the trainer starts from ({checkpoint_uri}, digest "
+            f"{start}){before}: {listed}; the rollout sampled a stale or other policy, so refusing "
+            "to train on them")

@@ -18,8 +18,6 @@ the same rows and refuses them alike before any collective, trains on its share 
 minibatch, and rank 0 alone writes the checkpoint while the others wait for it.
 """
 import copy
-import logging
-from collections import Counter
 from collections.abc import Sequence
 
 from flywheel.schemas.read import table_dataset
@@ -33,10 +31,7 @@ from flywheel.policy.device import pick_device
 from flywheel.trainer.train_step import TrainConfig, train_on_minibatches
 from flywheel.trainer.trajectory_stream import WINDOW_ROWS, StreamedRows
 
-log = logging.getLogger(__name__)
-
-
-__all__ = ["StalePolicyError", "check_sampled_from", "train_iteration"]
+__all__ = ["StalePolicyError", "train_iteration"]
 
 
 def train_iteration(
@@ -74,14 +69,11 @@ def train_iteration(
     ckpt = load_checkpoint(init_checkpoint_uri, device=device)
     # one pass: the rows with signal (under the run's credit), sizes and digests
     rows = StreamedRows(dataset, window_rows=window_rows, credit=algorithm.credit)
-    staleness = {}
-    if older_checkpoint_uris:
-        allowed = {recorded_digest(u): i + 1 for i, u in enumerate(older_checkpoint_uris)}
-        allowed[ckpt.digest] = 0
-        staleness = check_staleness(rows.digests, allowed, trajectories_uri,
-                                    len(older_checkpoint_uris))
-    else:
-        check_sampled_from(rows.digests, ckpt.digest, trajectories_uri, init_checkpoint_uri)
+    allowed = {recorded_digest(u): i + 1 for i, u in enumerate(older_checkpoint_uris)}
+    allowed[ckpt.digest] = 0
+    staleness = check_staleness(rows.digests, allowed, trajectories_uri, init_checkpoint_uri)
+    if not older_checkpoint_uris:  # every row is the start's own: no staleness figures
+        staleness = {}
     policy = ckpt.policy
     proximal = None
     if staleness.get("stale_rows"):  # a frozen copy of the starting weights: pi_prox
@@ -116,29 +108,6 @@ def train_iteration(
         save_checkpoint(out_checkpoint_uri, policy, optimizer, meta)
     distributed.barrier()  # the checkpoint is complete when any rank returns
     return stats
-
-
-def check_sampled_from(digests: Counter, digest: str, trajectories_uri: str,
-                       checkpoint_uri: str) -> None:
-    """Refuse rows whose `checkpoint_digest` is not `digest`, naming both digests and the counts;
-    rows without one (tables of schema 1.0, before digests were recorded) pass with a warning.
-
-    `digests` counts the rows by the digest they record (None: none), as the rows streamed past."""
-    found = Counter(digests)
-    total = sum(found.values())
-    unknown = found.pop(None, 0)
-    others = {d: n for d, n in found.items() if d != digest}
-    if others:
-        sampled = ", ".join(f"{n} row(s) from {d}" for d, n in sorted(others.items()))
-        raise StalePolicyError(
-            f"{trajectories_uri}: {sum(others.values())} of {total} trajectory rows were not "
-            f"sampled from the checkpoint the trainer starts from ({checkpoint_uri}, digest "
-            f"{digest}): {sampled}; the rollout sampled a stale or other policy, so refusing to "
-            "train on them")
-    if unknown:
-        log.warning("%s: %d of %d trajectory rows record no checkpoint_digest (tables of schema "
-                    "1.0 have none): cannot check they were sampled from %s (%s)",
-                    trajectories_uri, unknown, total, checkpoint_uri, digest)
 
 
 def _gathered(policy: Policy, optimizer, init_checkpoint_uri: str, cfg: TrainConfig):

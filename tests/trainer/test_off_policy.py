@@ -53,10 +53,10 @@ def test_loss_token_weights_multiply_the_per_token_terms():
 
 def test_the_staleness_check_admits_the_allowed_versions_and_names_the_others():
     allowed = {"sha:k1": 0, "sha:k0": 1}
-    figures = check_staleness(Counter({"sha:k1": 3, "sha:k0": 5, None: 2}), allowed, "T", 1)
+    figures = check_staleness(Counter({"sha:k1": 3, "sha:k0": 5, None: 2}), allowed, "T", "ck1")
     assert figures == {"stale_rows": 5, "staleness_mean": 5 / 8, "staleness_max": 1}
     with pytest.raises(StalePolicyError) as e:
-        check_staleness(Counter({"sha:k0": 5, "sha:old": 2}), allowed, "tables/it=3", 1)
+        check_staleness(Counter({"sha:k0": 5, "sha:old": 2}), allowed, "tables/it=3", "ck1")
     assert "2 of 7 trajectory rows" in str(e.value) and "sha:old" in str(e.value)
     assert "max_staleness 1" in str(e.value)
 
