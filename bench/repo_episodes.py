@@ -81,7 +81,7 @@ def plain_call(request, python: str) -> float:
 def cost(n_tasks: int, turns: int, seed: int, console: Console) -> None:
     from flywheel.domains.registry import get_domain
     from flywheel.domains.report_channel import harness_report
-    from flywheel.domains.repo import REPORT_MARKER
+    from flywheel.families.repository.repo import REPORT_MARKER
     from flywheel.domains.tool_runner import ToolRunner
     from flywheel.domains.tools import ToolCall, render_call
     from flywheel.sandbox import get_backend

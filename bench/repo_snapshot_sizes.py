@@ -1,5 +1,5 @@
 """What a repository tool call costs as the snapshot grows: sent inline with each call, or
-stored and mounted read-only as a base (domains/repo_base.py) with only the changes sent.
+stored and mounted read-only as a base (families/repository/repo_base.py) with only the changes sent.
 
     python bench/repo_snapshot_sizes.py
 
@@ -16,8 +16,8 @@ from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.domains.report_channel import harness_report
-from flywheel.domains.repo import REPORT_MARKER
-from flywheel.domains.repo_snapshot import SnapshotStore
+from flywheel.families.repository.repo import REPORT_MARKER
+from flywheel.families.repository.repo_snapshot import SnapshotStore
 from flywheel.sandbox import get_backend
 from flywheel.verifiers import get_verifier
 D = get_domain("repo")

@@ -33,7 +33,7 @@ import time
 import torch
 
 from flywheel.domains.registry import get_domain
-from flywheel.verifiers.math_answer import extract_answer
+from flywheel.families.math.verifier import extract_answer
 
 
 def reward(answer: str, text: str) -> float:

@@ -6,7 +6,7 @@
 
 Installs the requirements with `pip install --target` into $FLYWHEEL_ENVIRONMENTS/NAME (default
 ~/.cache/flywheel/environments/NAME); repository tasks naming `environment: NAME` get it mounted
-read-only in their sandbox (domains/repo_environments.py). `--image` also builds the local Docker
+read-only in their sandbox (domains/environments.py). `--image` also builds the local Docker
 image flywheel-env/NAME:latest (the sandbox image with the folder at /opt/flywheel-env, offline),
 which tasks name as `image: flywheel-env/NAME` on the docker backend. Exit status 1 when pip or
 docker fails.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from flywheel.domains.repo_environments import build_environment, build_environment_image, environment_image
+from flywheel.domains.environments import build_environment, build_environment_image, environment_image
 
 
 def add_parser(sub) -> None:

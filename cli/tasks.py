@@ -13,7 +13,7 @@ pass every regression check, and the `reference_patch`, when given, must pass th
 check that does not is a problem. Exit status 1 when anything is wrong.
 
 A task file is untrusted: validating one writes only to your snapshot store
-($FLYWHEEL_SNAPSHOT_STORE, the snapshots its rows name, read by domains/repo_snapshot.py's rules)
+($FLYWHEEL_SNAPSHOT_STORE, the snapshots its rows name, read by families/repository/repo_snapshot.py's rules)
 and, for the sandbox runs, the snapshot base cache ($FLYWHEEL_SNAPSHOT_CACHE); a row cannot name
 another store, a file outside its task file's folder, or a name that leaves the snapshot's root.
 """
@@ -92,7 +92,7 @@ def repo_problems(task: dict[str, Any], sandbox) -> list[str]:
     """What is wrong with repository task `task` when run in `sandbox`: a hidden check the
     snapshot already passes, a regression check it fails, a check its reference patch fails."""
     from flywheel.domains.report_channel import harness_report
-    from flywheel.domains.repo import REPORT_MARKER
+    from flywheel.families.repository.repo import REPORT_MARKER
     from flywheel.sandbox import SandboxError
     domain = get_domain(task["domain"])
     hidden = {c["id"] for c in task["hidden_tests"]}
@@ -128,7 +128,7 @@ def repo_problems(task: dict[str, Any], sandbox) -> list[str]:
 def check_repo_tasks(tasks: list[dict[str, Any]], progress, backend: str = "local") -> list[str]:
     """Every repository task of `tasks` run in sandbox `backend` (repo_problems), as
     "source: task ID: problem" strings; `progress(line)` hears of each task first."""
-    from flywheel.domains.repo import RepoDomain
+    from flywheel.families.repository.repo import RepoDomain
     from flywheel.sandbox import SandboxError, get_backend
     repo = [t for t in tasks if isinstance(get_domain(t["domain"]), RepoDomain)]
     if not repo:

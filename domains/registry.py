@@ -1,9 +1,9 @@
 """The domain registry: a name -> Domain registry filled by the `register_domain` decorator.
 
-A domain is one file in this folder that defines a Domain subclass (domains/domain.py) and
-decorates it. The built-in files are discovered by the project's one registry rule
-(`flywheel.registry`: every public module of this package is imported on the first miss), so
-adding a domain touches nothing else.
+A domain is a module of a task family (families/<family>/) that defines a Domain subclass
+(domains/domain.py) and decorates it. The families are discovered by the project's one registry
+rule (`flywheel.registry`: every public module of every `flywheel.families` package is imported
+on the first miss), so adding a domain, or a family, touches nothing else.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from flywheel.registry import Registry
 # The base classes' home is domains/domain.py; a user's domain file may import them from here too.
 from flywheel.domains.domain import SPLITS, Domain, SandboxNeeds, ToolSpec  # noqa: F401
 
-DOMAINS: Registry["Domain"] = Registry("domain", home="flywheel.domains")
+DOMAINS: Registry["Domain"] = Registry("domain", home="flywheel.families.*")
 
 
 def register_domain(cls: type[Domain]) -> type[Domain]:

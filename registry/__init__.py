@@ -9,9 +9,12 @@ the registry's home.
     BACKENDS.get("local")        # imports the home on a miss, then looks again
     BACKENDS.names()             # every entry, for help texts and errors
 
-Discovery: the `home` is a module or a package; on the first lookup that misses (or the first
-listing), it is imported, and for a package every public module in it (names not starting with
-`_`), so adding a plugin is one file and no list is kept by hand. Duplicates: registering a name
+Discovery: the `home` is a module or a package, or several; on the first lookup that misses (or
+the first listing), it is imported, and for a package every public module in it (names not
+starting with `_`), so adding a plugin is one file and no list is kept by hand. A home written
+`package.*` stands for each public subpackage of `package` as a home of its own: the task
+families (`flywheel.families.*`) register their domains, verifiers and task formats this way,
+so adding a family is one folder. Duplicates: registering a name
 that another object holds raises ValueError naming both (re-registering the same object, as a
 module reload does, is allowed). Standard library only: every folder of Flywheel may import it,
 the sandbox included.
@@ -30,7 +33,7 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """Name -> entry, filled by `register` (a decorator) and completed by importing `home`."""
 
-    def __init__(self, kind: str, home: str | None = None):
+    def __init__(self, kind: str, home: str | tuple[str, ...] | None = None):
         self.kind, self.home = kind, home
         self._entries: dict[str, T] = {}
         self._discovered = home is None
@@ -51,14 +54,16 @@ class Registry(Generic[T]):
         return add if entry is None else add(entry)
 
     def discover(self) -> None:
-        """Import the home (and every public module of it, for a package) once."""
+        """Import each home (and every public module of it, for a package) once."""
         if self._discovered:
             return
         self._discovered = True
-        package = importlib.import_module(self.home)
-        for info in pkgutil.iter_modules(getattr(package, "__path__", [])):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"{self.home}.{info.name}")
+        for home in (self.home,) if isinstance(self.home, str) else self.home:
+            if home.endswith(".*"):
+                for package in _public(importlib.import_module(home[:-2]), packages=True):
+                    _import_home(package)
+            else:
+                _import_home(home)
 
     def get(self, name: str) -> T:
         """The entry `name`; an unknown name raises KeyError listing the known ones."""
@@ -87,6 +92,18 @@ class Registry(Generic[T]):
     def help(self, what: str = "") -> str:
         """`what` followed by the known names, for argparse help texts."""
         return f"{what} ({', '.join(self.names())})" if what else ", ".join(self.names())
+
+
+def _public(package, packages: bool = False) -> list[str]:
+    """The public modules (or, with `packages`, subpackages) of `package`, by full name."""
+    return [f"{package.__name__}.{info.name}" for info in pkgutil.iter_modules(getattr(package, "__path__", []))
+            if not info.name.startswith("_") and (info.ispkg or not packages)]
+
+
+def _import_home(home: str) -> None:
+    """Import `home` and, for a package, every public module in it."""
+    for name in _public(importlib.import_module(home)):
+        importlib.import_module(name)
 
 
 def _definition(obj) -> tuple[str, str]:

@@ -10,8 +10,9 @@ only trusted values cross them: task, response text, ExecResult out; Verdict or 
 
 The worker loads only what the run's verifiers need: nothing at start but the registry, then, on
 the first verification by a verifier, its module and the heavy packages that module imports
-inside its functions (WARM_IMPORTS: sympy for math answers, jsonschema, reasoning-gym), without
-the memory cap and never charged to a verification's deadline. A run that scores only with
+inside its functions (the module's own `WARM_IMPORTS`, a tuple of module names: sympy for math
+answers, jsonschema, reasoning-gym), without the memory cap and never charged to a
+verification's deadline. A run that scores only with
 `repo_tests` or `python_tests` never imports sympy or reasoning-gym. `preload` names verifiers to
 warm at start instead (a caller that knows its run's).
 
@@ -34,16 +35,6 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from flywheel.verifiers.registry import Verdict, Verifier, get_verifier
-
-# What a verifier module imports inside its functions (the registry's rule keeps heavy imports
-# there), imported with the module on its first use in a worker: paid once, never on a deadline.
-WARM_IMPORTS = {
-    "flywheel.verifiers.math_answer": ("sympy",),
-    "flywheel.verifiers.structured": ("jsonschema",),
-    "flywheel.verifiers.reasoning_gym": ("reasoning_gym",),
-    "flywheel.verifiers.render": ("PIL.Image",),
-}
-
 
 @dataclass(frozen=True)
 class Bounds:
@@ -203,14 +194,14 @@ def _cap_memory(memory_mb: int | None) -> None:
 
 def _handle(request: tuple, memory_mb: int):
     """("import", module): import the module that registers a verifier and what it imports
-    inside its functions (WARM_IMPORTS), uncapped, then cap again above them; ("modules",): the
+    inside its functions (its `WARM_IMPORTS`), uncapped, then cap again above them; ("modules",): the
     names in sys.modules; ("verify", name, task, response, execution): its Verdict."""
     if request[0] == "import":
         if request[1] != "__main__":
             _cap_memory(None)
             try:
-                importlib.import_module(request[1])
-                for name in WARM_IMPORTS.get(request[1], ()):
+                module = importlib.import_module(request[1])
+                for name in getattr(module, "WARM_IMPORTS", ()):
                     if importlib.util.find_spec(name.split(".")[0]) is not None:
                         importlib.import_module(name)
             finally:

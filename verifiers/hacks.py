@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import re
 
-from flywheel.domains.shown_examples import canonical
 
 
 class _Unclosed:
@@ -67,6 +66,28 @@ def python_flags(code: str) -> list[str]:
 def shell_flags(script: str) -> list[str]:
     """Names of the hack patterns found in a shell script."""
     return _flags(_SHELL, script)
+
+
+def canonical(value, sequences_alike: bool = False):
+    """A hashable key equal for values Python calls equal (16 and 16.0) and apart for those it
+    does not ([1] and (1,); True and 1 are kept apart too: a shown `True` is not a shown `1`).
+    With `sequences_alike`, lists and tuples of equal items share a key (a lookup table may key
+    on the tuple of a shown list)."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return (type(value).__name__, value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, (int, float, complex)):
+        return ("number", value)
+    if isinstance(value, (list, tuple)):
+        kind = "sequence" if sequences_alike else type(value).__name__
+        return (kind, tuple(canonical(v, sequences_alike) for v in value))
+    if isinstance(value, (set, frozenset)):
+        return ("set", frozenset(canonical(v, sequences_alike) for v in value))
+    if isinstance(value, dict):
+        return ("dict", frozenset((canonical(k, sequences_alike), canonical(v, sequences_alike))
+                                  for k, v in value.items()))
+    raise ValueError(f"not a literal: {type(value).__name__}")
 
 
 def _key(value) -> tuple:

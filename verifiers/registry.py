@@ -3,9 +3,10 @@
 A verifier turns (task, response, sandbox result) into a Verdict. It is pure and deterministic:
 the sandbox already ran whatever the response asked to run, and the verdict is decided here, in
 the trusted process, from the recorded result, never from what the untrusted code claims.
-Every module of this package is found by the project's one registry rule (`flywheel.registry`),
-so a verifier kind is one file; modules keep heavy imports (sympy, reasoning-gym) inside
-functions so that discovering them stays cheap.
+Every module of this package and of every task family (`flywheel.families.*`) is found by the
+project's one registry rule (`flywheel.registry`), so a verifier kind is one file in its family;
+modules keep heavy imports (sympy, reasoning-gym) inside functions so that discovering them stays
+cheap.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Verifier:
         return self.fn
 
 
-VERIFIERS: Registry[Verifier] = Registry("verifier", home="flywheel.verifiers")
+VERIFIERS: Registry[Verifier] = Registry("verifier", home=("flywheel.verifiers", "flywheel.families.*"))
 
 
 def register_verifier(name: str, version: str):

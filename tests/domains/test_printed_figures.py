@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from flywheel.domains.fix_function import points_program, printed_values
-from flywheel.domains.python_tests import REPORT_MARKER as PYTESTS, case_names
+from flywheel.families.python.fix_function import points_program, printed_values
+from flywheel.families.python.python_tests import REPORT_MARKER as PYTESTS, case_names
 from flywheel.domains.registry import get_domain
-from flywheel.domains.shell_state import REPORT_MARKER as SHELL
+from flywheel.families.shell.shell_state import REPORT_MARKER as SHELL
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall
 from flywheel.verifiers import get_verifier

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from flywheel.domains.python_tests import REPORT_MARKER, case_names
+from flywheel.families.python.python_tests import REPORT_MARKER, case_names
 from flywheel.domains.registry import get_domain
 from flywheel.domains.report_channel import FORGED, authenticate
 from flywheel.verifiers import get_verifier

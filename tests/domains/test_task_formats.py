@@ -10,7 +10,7 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from flywheel.domains.task_formats import last_boxed
+from flywheel.families.math.formats import last_boxed
 from flywheel.cli import tasks as tasks_cli
 from flywheel.cli.verify import verify_responses
 from flywheel.transforms.tasks import ReadTasks

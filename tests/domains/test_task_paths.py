@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from flywheel.domains.repo import snapshot_files
+from flywheel.families.repository.repo import snapshot_files
 from flywheel.domains.task_files import task_rows
 from flywheel.domains.task_paths import PathError, inside_folder
 from flywheel.cli import tasks as tasks_cli

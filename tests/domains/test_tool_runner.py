@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from flywheel.domains.pyexpr import PythonExpression
+from flywheel.families.builtins.pyexpr import PythonExpression
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner, Unbuildable, cut_output
 from flywheel.sandbox import SandboxBackend, SandboxError, get_backend

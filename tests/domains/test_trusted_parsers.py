@@ -19,15 +19,15 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from flywheel.domains.episodes import is_episodic
 from flywheel.domains.tool_runner import cut_output
-from flywheel.domains.fix_function import body_shape, printed_values
-from flywheel.domains.pyexpr import arithmetic_shape
-from flywheel.domains.python_tests import REPORT_MARKER, solution_source
+from flywheel.families.python.fix_function import body_shape, printed_values
+from flywheel.families.builtins.pyexpr import arithmetic_shape
+from flywheel.families.python.python_tests import REPORT_MARKER, solution_source
 from flywheel.domains.registry import DOMAINS, get_domain
 from flywheel.domains.report_channel import authenticate, harness_report
-from flywheel.domains.shell_state import script_of
-from flywheel.domains.sql_query import query_of
+from flywheel.families.shell.shell_state import script_of
+from flywheel.families.sql.sql_query import query_of
 from flywheel.domains.tools import ToolCall, ToolCallError, parse_action, text_argument
-from flywheel.domains.task_formats import gsm8k_final, last_boxed
+from flywheel.families.math.formats import gsm8k_final, last_boxed
 from flywheel.domains.untrusted_text import Unreadable, boxed, load_json, parse_python
 from flywheel.sandbox import ExecResult
 

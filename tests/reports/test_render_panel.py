@@ -11,7 +11,7 @@ import pytest
 from flywheel.domains.registry import get_domain
 from flywheel.reports.render_panel import best_and_worst, render_panel_for_run
 from flywheel.schemas import TABLES
-from flywheel.transforms.write_tables import write_parquet
+from flywheel.schemas.write import write_rows
 
 IMAGE = re.compile(r'<img alt="(target|response)" width="128" height="128" src="data:image/png;base64,[A-Za-z0-9+/=]+">')
 
@@ -19,7 +19,7 @@ IMAGE = re.compile(r'<img alt="(target|response)" width="128" height="128" src="
 @pytest.fixture(scope="module")
 def render_env():
     pytest.importorskip("matplotlib")
-    from flywheel.domains.render_environment import copy_installed
+    from flywheel.families.render.render_environment import copy_installed
     before = os.environ.get("FLYWHEEL_ENVIRONMENTS")
     os.environ["FLYWHEEL_ENVIRONMENTS"] = os.path.join(tempfile.gettempdir(), "flywheel-render-envs")
     copy_installed()
@@ -48,7 +48,7 @@ def test_the_panel_shows_targets_beside_renders(tmp_path, render_env):
     task = domain.make_task("train", 3, 11)
     rows = [row(task, task["answer"], 1.0), row(task, "```python\nimport matplotlib.pyplot as plt\n"
                                                      "plt.plot([1, 2], [3, 1])\n```", 0.12)]
-    write_parquet(f"{tmp_path}/tables/trajectories/iteration=0/domain=chart_to_code/part-00000.parquet",
+    write_rows(f"{tmp_path}/tables/trajectories/iteration=0/domain=chart_to_code/part-00000.parquet",
                   "trajectories", rows)
     (tmp_path / "run.json").write_text(json.dumps({"seed": 11, "config": {}}))
     (tmp_path / "iterations" / "0").mkdir(parents=True)

@@ -248,7 +248,7 @@ def test_ctypes_syscalls(isolating, sentinel):
 PLAN_SECRET = "expected-value-4242"
 HARNESS = """import ctypes, subprocess, sys
 plan = sys.stdin.read()
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, as domains/harnesses/pytests.py
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, as families/python/harnesses/pytests.py
 child = subprocess.run([sys.executable, '-I', 'solution.py'], stdin=subprocess.PIPE,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 print('CHILD SAID', child.stdout.decode(errors='replace'))

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from flywheel.domains.pyexpr import PythonExpression
+from flywheel.families.builtins.pyexpr import PythonExpression
 from flywheel.domains.registry import DOMAINS, get_domain
 from flywheel.domains.tools import MAX_ACTION_CHARS
 from flywheel.domains.tool_runner import ToolRunner

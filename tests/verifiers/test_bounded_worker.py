@@ -178,8 +178,8 @@ def test_the_worker_loads_only_what_the_runs_verifiers_import():
         verifiers = {_scored_in(worker, d, "x").verifier for d in ("repo_bugs", "humaneval")}
         loaded = worker.loaded_modules()
     assert verifiers == {"repo_tests", "python_tests"}
-    assert {"flywheel.verifiers.repo_tests", "flywheel.verifiers.python_tests"} <= loaded
-    assert not {"sympy", "reasoning_gym", "flywheel.verifiers.math_answer"} & loaded
+    assert {"flywheel.families.repository.repo_tests", "flywheel.families.python.verifier"} <= loaded
+    assert not {"sympy", "reasoning_gym", "flywheel.families.math.verifier"} & loaded
 
 
 @pytest.mark.slow  # imports sympy in a fresh worker (seconds on a loaded machine)

@@ -1,0 +1,348 @@
+"""Scoring side of the repository harness (families/repository/harnesses/repo.py loads it, after registering
+itself as `harness`): the `score` mode and the children it starts.
+
+- `score`: apply the answer (a unified diff, its paths normalized by unified_diff.py) to the
+  snapshot, put the whole TEST TREE back as the snapshot has it (`in_test_tree`: helpers, data,
+  fixtures and every conftest.py included; a file the response added there is removed, so it
+  takes no part), apply the task's `test_patch`, and evaluate the task's checks in children.
+  Editing a test-tree file the snapshot or the test_patch has, or adding a conftest.py, is
+  flagged (`tampered`); new test files, data and reproduction scripts are allowed, as SWE-bench
+  allows them, and simply take no part (`ignored`).
+  Module checks: the child gets each check's module and expression, never its expected value:
+  it sends back the value as JSON text and this parent compares. Pytest checks: pytest_run.py
+  (its own configuration, its signed record, SWE-bench's grading). Around the runs, the test
+  tree's stat keys (ctime cannot be set back) are compared: a test-tree file written, added or
+  removed by the code under test is tampering;
+- `checks` / `serve_tests`: the children (the checks' evaluator; the visible tests' runner,
+  whose counts come back signed, never parsed from what it printed).
+
+Standard library only.
+"""
+
+import fnmatch
+import importlib.machinery
+import importlib.util
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+h = sys.modules["harness"]  # the tree, its paths and the logged runs (repo.py)
+TEST_DIRS = {"test", "tests"}
+TESTING_ROOTS = set()  # `testing` folders that hold tests in the snapshot (see testing_roots)
+
+
+def in_test_tree(rel):
+    """Whether normalized repository path `rel` belongs to the test tree: a folder on its way is
+    named test or tests (any case; `src/pkg/tests/data/x.json` too) or is a `testing` folder that
+    holds tests in the snapshot (pytest's own `testing/`; never `numpy/testing`, a library), or
+    it is a conftest.py anywhere, or a test module (`test_*.py`, `*_test.py`) anywhere. A rule,
+    not a list of patterns: whatever a repository keeps beside its tests is covered."""
+    parts = rel.split("/")
+    name = parts[-1]
+    return (any(p.lower() in TEST_DIRS or (p.lower() == "testing" and "/".join(parts[:i + 1]) in TESTING_ROOTS)
+                for i, p in enumerate(parts[:-1]))
+            or name == "conftest.py" or is_test_module(name))
+
+
+def is_test_module(name):
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def testing_roots(paths):
+    """The `testing` folders of `paths` (the snapshot's files) that directly hold a test module or
+    a conftest.py, with no test/tests folder between: a test folder by what it holds."""
+    roots = set()
+    for rel in paths:
+        parts = rel.split("/")
+        if len(parts) < 2 or not (parts[-1] == "conftest.py" or is_test_module(parts[-1])):
+            continue
+        for i in range(len(parts) - 2, -1, -1):
+            low = parts[i].lower()
+            if low in TEST_DIRS:
+                break
+            if low == "testing":
+                roots.add("/".join(parts[:i + 1]))
+                break
+    return roots
+
+
+def protected(rel, patterns):
+    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in patterns)
+
+
+def read_bytes(path, limit=1 << 26):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit)
+
+
+def write_bytes(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def witness(guarded):
+    """{path: stat key} of every guarded file and of every folder inside a test folder: what a
+    write, an addition or a removal there changes (a restored file keeps its new ctime)."""
+    seen = {}
+    for here, dirs, names in os.walk(h.REPO, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in h.SKIP_DIRS)
+        rel_dir = os.path.relpath(here, h.REPO)
+        if rel_dir != "." and in_test_tree(rel_dir + "/_"):
+            st = os.lstat(here)
+            seen[rel_dir + "/"] = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        for name in names:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if guarded(rel) and not name.endswith((".pyc", ".pyo")):
+                try:
+                    seen[rel] = h.stat_key(os.lstat(os.path.join(here, name)))
+                except OSError:
+                    pass
+    return seen
+
+
+def score(plan, known=None):
+    ud = h.load_unified_diff()
+    pytest_run = h.load_sibling("pytest_run")
+    try:
+        test_paths = set(ud.changed_paths(plan.get("test_patch") or ""))
+    except (ValueError, TypeError) as e:
+        return {"applied": False, "test_patch_error": f"the task's test_patch: {e}"[:600]}
+    guarded = lambda rel: (in_test_tree(rel) or rel in test_paths  # noqa: E731
+                           or protected(rel, plan.get("protected") or ()))
+    before = h.walk(h.REPO, known)
+    TESTING_ROOTS.clear()
+    TESTING_ROOTS.update(testing_roots([*(rel for rel, entry in before.items() if entry[0] == "file"),
+                                        *test_paths]))
+    config = pytest_run.pristine_config(h.REPO)  # before the answer: its configuration never counts
+    files = {}
+    try:
+        for rel in ud.changed_paths(plan["patch"]):
+            full = h.inside(rel)
+            if os.path.isfile(full):
+                files[rel] = h.read_text(full, 1 << 24)[0]
+        changes = ud.apply_diff(files, plan["patch"])
+    except (ValueError, TypeError) as e:
+        return {"applied": False, "error": str(e)[:600]}
+    pristine = {rel: read_bytes(h.inside(rel)) for rel in changes
+                if guarded(rel) and before.get(rel, ("",))[0] == "file"}
+    for rel, text in changes.items():
+        if text is None:
+            os.unlink(h.inside(rel))
+        else:
+            h.write(h.inside(rel), text)
+    for rel in changes:  # the checks run on the pristine test tree, never the model's
+        if rel in pristine:
+            write_bytes(h.inside(rel), pristine[rel])
+        elif guarded(rel) and os.path.lexists(h.inside(rel)):
+            os.unlink(h.inside(rel))
+    tampered = sorted(rel for rel in changes if guarded(rel) and (  # a new test or script is allowed
+        rel in before or rel in test_paths or rel.rsplit("/", 1)[-1] == "conftest.py"
+        or protected(rel, plan.get("protected") or ())))
+    ignored = sorted(rel for rel in changes if guarded(rel) and rel not in tampered)
+    problem = apply_test_patch(ud, plan.get("test_patch") or "")
+    if problem:
+        return {"applied": True, "changed": sorted(changes), "tampered": tampered,
+                "test_patch_error": problem}
+    if test_paths & set(pytest_run.CONFIG_FILES):
+        config = pytest_run.pristine_config(h.REPO)  # the task's own configuration changes
+    allowed = {os.path.realpath(os.path.join(h.REPO, rel)) for rel, entry in h.walk(h.REPO).items()
+               if entry[0] == "file" and rel.endswith(".py") and (rel not in changes or guarded(rel))}
+    baseline = witness(guarded)
+    start = time.monotonic()
+    module_checks = [c for c in plan["checks"] if "pytest" not in c]
+    pytest_checks = [c for c in plan["checks"] if "pytest" in c]
+    share = 0.25 if pytest_checks else 0.6
+    results, exited = evaluate(module_checks, plan["budget_s"] * share) if module_checks else ({}, False)
+    report = {"applied": True, "changed": sorted(changes), "tampered": tampered, "ignored": ignored}
+    if pytest_checks:
+        left = plan["budget_s"] * 0.85 - (time.monotonic() - start)
+        outcomes, ran = run_pytest(pytest_run, pytest_checks, left, config, allowed)
+        results.update(outcomes)
+        report.update(ran)
+        exited = exited or ran.get("exited_early", False)
+    after = witness(guarded)
+    moved = sorted(k for k in set(baseline) | set(after) if baseline.get(k) != after.get(k))
+    if moved:
+        report["tampered_pytest"] = [*report.get("tampered_pytest", []),
+                                     "the test tree changed while the checks ran: " + ", ".join(moved[:8])]
+    report.update(checks=results, exited_early=exited)
+    if plan.get("visible_tests"):  # what the model could see pass: special-casing shows here
+        left = plan["budget_s"] - (time.monotonic() - start)
+        report["visible"] = h.visible_counts(plan["visible_tests"], left, 4000)[2]
+    return report
+
+
+def apply_test_patch(ud, patch):
+    """Apply the task's test_patch to the (restored) tree; why it does not apply, or None."""
+    if not patch.strip():
+        return None
+    try:
+        files = {}
+        for rel in ud.changed_paths(patch):
+            full = h.inside(rel)
+            if os.path.isfile(full):
+                files[rel] = h.read_text(full, 1 << 24)[0]
+        for rel, text in ud.apply_diff(files, patch).items():
+            if text is None:
+                os.unlink(h.inside(rel))
+            else:
+                h.write(h.inside(rel), text)
+    except (ValueError, TypeError, OSError) as e:
+        return f"the task's test_patch does not apply: {e}"[:600]
+    return None
+
+
+def pytest_found():
+    """Whether the children can import pytest (the environment, then the sandbox's own Python),
+    decided here, by path alone: nothing of the repository runs and no file of it counts."""
+    return importlib.machinery.PathFinder.find_spec("pytest", h.env_paths() + sys.path[1:]) is not None
+
+
+def run_pytest(pytest_run, checks, budget_s, config, allowed):
+    """({check id: {"ok", "why"}}, facts for the report) for checks {"id", "pytest": NODEID,
+    "group"}: one trusted pytest child (pytest_run.py)."""
+    if not pytest_found():
+        why = "pytest is not importable in the sandbox: the task's environment has no pytest"
+        return {c["id"]: {"ok": False, "why": why} for c in checks}, {"pytest_missing": True}
+    final, facts = pytest_run.run([c["pytest"] for c in checks], budget_s, config, allowed)
+    return pytest_run.grade(checks, final, facts), facts
+
+
+def evaluate(checks, budget_s):
+    """{check id: {"ok": bool, "why": str}} and whether the child ended before answering all."""
+    child = subprocess.Popen([sys.executable, "-I", "-B", os.path.join(h.HERE, "harness.py"), "checks"],
+                             cwd=h.REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)
+    asked = [{"id": c["id"], "module": c["module"], "call": c["call"]} for c in checks]
+    try:
+        child.stdin.write((json.dumps(asked) + "\n").encode())
+        child.stdin.close()
+    except OSError:
+        pass
+    answers, exited = read_answers(child, time.monotonic() + budget_s, len(checks))
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    child.wait()
+    results = {}
+    for check in checks:
+        got = answers.get(check["id"])
+        if got is None:
+            results[check["id"]] = {"ok": False, "why": "no answer (the process ended or ran out of time)"}
+        elif "raise" in got:
+            results[check["id"]] = {"ok": False, "why": f"raised {got['raise']}: {got.get('message', '')}"[:300]}
+        else:
+            ok = canonical_text(got.get("value")) == json.dumps(check["expect"], sort_keys=True)
+            results[check["id"]] = {"ok": ok, "why": "" if ok else
+                                    f"got {str(got.get('value'))[:120]}, want {json.dumps(check['expect'])[:120]}"}
+    return results, exited
+
+
+def canonical_text(text):
+    try:
+        return json.dumps(json.loads(text), sort_keys=True) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        return None
+
+
+def read_answers(child, deadline, count):
+    """The child's answers, one JSON line each, until it has sent `count` or the time is up."""
+    answers, buffer, exited = {}, b"", False
+    fd = child.stdout.fileno()
+    while len(answers) < count:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        data = os.read(fd, 1 << 16)
+        if not data:
+            exited = True
+            break
+        buffer += data
+        if len(buffer) > 1 << 24:
+            break
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(answer, dict) and isinstance(answer.get("id"), str):
+                if answer.get("exit"):
+                    exited = True
+                answers.setdefault(answer["id"], answer)
+    return answers, exited
+
+
+# ---------------------------------------------------------------- the children
+def serve_checks():
+    """Evaluate each check's expression in its module; send the value as JSON text, one line each."""
+    out = os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    checks = json.loads(sys.stdin.readline())
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    sys.path[:0] = h.env_paths() + [h.REPO]
+    dumps = json.dumps
+
+    def send(message):
+        data = (dumps(message) + "\n").encode()
+        while data:
+            data = data[os.write(out, data):]
+
+    for check in checks:
+        try:
+            module = importlib.import_module(check["module"])
+            value = eval(check["call"], vars(module))  # noqa: S307  the task's own check
+            text = dumps(value, sort_keys=True)
+            send({"id": check["id"], "value": text})
+        except SystemExit:
+            send({"id": check["id"], "raise": "SystemExit", "message": "the code called exit", "exit": True})
+        except BaseException as e:  # noqa: BLE001
+            send({"id": check["id"], "raise": type(e).__name__, "message": str(e)[:200]})
+
+
+def serve_tests(given, modules):
+    """The visible tests' runner child (child_channel.py's launcher): its writer made before any
+    of the repository runs, then run_tests, then the counts sent signed."""
+    send = modules["child_channel"].Writer(given).send
+    passed, failed = run_tests(given["args"]["paths"])
+    send({"kind": "counts", "passed": passed, "failed": failed})
+    return 0
+
+
+def run_tests(paths):
+    """The visible tests: each `test_*` function of each file, with the repository on sys.path;
+    (passed, failed). What it prints is for the model to read, never counted."""
+    sys.path[:0] = h.env_paths() + [h.REPO]
+    passed = failed = 0
+    for rel in paths:
+        try:
+            spec = importlib.util.spec_from_file_location(rel[:-3].replace("/", "."), os.path.join(h.REPO, rel))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        except BaseException as e:  # noqa: BLE001
+            failed += 1
+            print(f"ERROR {rel}: cannot import: {type(e).__name__}: {e}"[:400])
+            continue
+        for name in sorted(n for n in vars(module) if n.startswith("test") and callable(getattr(module, n))):
+            try:
+                getattr(module, name)()
+                passed += 1
+                print(f"PASS {rel}::{name}")
+            except BaseException as e:  # noqa: BLE001
+                failed += 1
+                where = traceback.extract_tb(e.__traceback__)[-1]
+                print(f"FAIL {rel}::{name}: {type(e).__name__}: {e}"[:300]
+                      + f"\n    at {os.path.relpath(where.filename, h.REPO)}:{where.lineno}: {where.line}"[:300])
+    print(f"== {passed} passed, {failed} failed")
+    return passed, failed
