@@ -21,6 +21,7 @@ from flywheel.domains.registry import get_domain
 from flywheel.sandbox import get_backend
 from flywheel.policy.backends import create_policy
 from flywheel.verifiers import get_verifier
+from flywheel.policy.rollout_engine import engine_for
 
 DOMAINS = ("chat_arith", "chat_format", "chat_code")
 
@@ -30,7 +31,7 @@ def rewards(policy, backend, domain, tasks, temperature: float, seeds: list[int]
     verifier, out, texts, tokens = get_verifier(domain.verifier), [], [], 0
     for start in range(0, len(tasks), batch):
         chunk = tasks[start:start + batch]
-        samples = policy.sample([policy.encode_prompt(t["prompt"]) for t in chunk],
+        samples = engine_for(policy, local=True).sample([policy.encode_prompt(t["prompt"]) for t in chunk],
                                 [temperature] * len(chunk), seeds[start:start + batch],
                                 domain.max_new_tokens)
         for task, s in zip(chunk, samples):

@@ -36,12 +36,13 @@ from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.policy.backends import create_policy
 from flywheel.trainer.train_job import spec_of
 from flywheel.trainer.train_step import TrainConfig
+from flywheel.policy.rollout_engine import engine_for
 
 
 def sampled_rows(policy, digest: str, n: int, seed: int) -> list[dict]:
     """`n` samples of `policy` on arithmetic prompts, advantages +-1 by parity of the row."""
     prompts = [policy.encode_prompt(f"{(seed + i) % 50}+{i % 7}=") for i in range(n)]
-    out = policy.sample(prompts, [1.0] * n, [seed * 100_000 + i for i in range(n)],
+    out = engine_for(policy, local=True).sample(prompts, [1.0] * n, [seed * 100_000 + i for i in range(n)],
                         max_new_tokens=12)
     return [dict(task_id=str(i // 8), prompt_token_ids=p, response_token_ids=s.token_ids,
                  response_logprobs=s.logprobs, advantage=1.0 if i % 2 else -1.0,

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from flywheel.policy.rollout_engine import engine_for
 
 DOMAINS = ("fix_function", "shell_pick")
 
@@ -51,7 +52,7 @@ def one_at_a_time(policy, live, backend) -> list:
     done, runner = [], ToolRunner(backend)
     for attempt in live:
         while not attempt.episode.end:
-            attempt = with_sample(attempt, generate_turn_batch(policy, [attempt])[0])
+            attempt = with_sample(attempt, generate_turn_batch(policy, [attempt], engine_for(policy, local=True))[0])
             attempt, _ = act(attempt, runner)
         done.append(end_episode(attempt))
     return done
@@ -63,7 +64,7 @@ def turn_batched(policy, live, backend, workers: int = 4) -> list:
     done, runner = [], ToolRunner(backend)
     with ThreadPoolExecutor(workers) as pool:
         while live:
-            sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live))]
+            sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live, engine_for(policy, local=True)))]
             acted = list(pool.map(lambda a: act(a, runner)[0], sampled))
             done += [end_episode(a) for a in acted if a.episode.end]
             live = [a for a in acted if not a.episode.end]

@@ -19,6 +19,7 @@ import resource
 import subprocess
 import sys
 import time
+from flywheel.policy.rollout_engine import engine_for
 
 PROMPTS = [f"What is {a} + {b}? Answer with just the number." for a, b in
            [(23, 45), (12, 34), (56, 27), (81, 14), (39, 48), (62, 19), (17, 66), (44, 38)]]
@@ -38,12 +39,12 @@ def bench_sampling(args) -> dict:
     import torch
     policy = _policy(args.model, args.threads)
     prompts = [policy.encode_prompt(PROMPTS[i % len(PROMPTS)]) for i in range(args.batch)]
-    policy.sample(prompts[:1], [1.0], [0], 2)  # warm-up
+    engine_for(policy, local=True).sample(prompts[:1], [1.0], [0], 2)  # warm-up
     with torch.no_grad():
         policy.module.generate(torch.tensor([prompts[0]]), max_new_tokens=2, do_sample=False,
                                pad_token_id=policy.pad_id)
     t = time.perf_counter()
-    out = policy.sample(prompts, [1.0] * len(prompts), list(range(len(prompts))), args.new_tokens)
+    out = engine_for(policy, local=True).sample(prompts, [1.0] * len(prompts), list(range(len(prompts))), args.new_tokens)
     ours_s = time.perf_counter() - t
     ours_tokens = sum(len(s.token_ids) for s in out)
 
@@ -104,7 +105,7 @@ def bench_training(args, lora_r: int) -> dict:
     policy = create_policy("hf", {"model": args.model, "lora_r": lora_r}, seed=0)
     policy.module.eval()
     prompts = [policy.encode_prompt(PROMPTS[i % len(PROMPTS)]) for i in range(args.batch)]
-    out = policy.sample(prompts, [1.0] * len(prompts), list(range(len(prompts))), args.new_tokens)
+    out = engine_for(policy, local=True).sample(prompts, [1.0] * len(prompts), list(range(len(prompts))), args.new_tokens)
     rows = [dict(prompt_token_ids=p, response_token_ids=s.token_ids, response_logprobs=s.logprobs,
                  advantage=1.0 if i % 2 else -1.0, sampling_temperature=1.0, filtered=False)
             for i, (p, s) in enumerate(zip(prompts, out))]

@@ -34,6 +34,7 @@ import time
 
 from rich.console import Console
 from rich.table import Table
+from flywheel.policy.rollout_engine import engine_for
 
 DOMAIN_NAME = "repo_bugs"
 KINDS = {"list_files": "read", "read_file": "read", "search": "read", "edit_file": "edit",
@@ -196,7 +197,7 @@ def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> No
                     for a in episodes_of(drawn, turns, seed)]
             done = []
             while live:
-                sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live))]
+                sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live, engine_for(policy, local=True)))]
                 acted = [act(a, runner)[0] for a in sampled]
                 done += [a for a in acted if a.episode.end]
                 live = [a for a in acted if not a.episode.end]

@@ -34,6 +34,7 @@ import torch
 
 from flywheel.domains.registry import get_domain
 from flywheel.families.math.verifier import extract_answer
+from flywheel.policy.rollout_engine import engine_for
 
 
 def reward(answer: str, text: str) -> float:
@@ -74,7 +75,7 @@ def run_flywheel(args) -> dict:
         batch = todo[k * args.prompts:(k + 1) * args.prompts]
         prompts = [policy.encode_prompt(t["prompt"]) for t in batch for _ in range(args.group)]
         policy.module.eval()
-        samples = policy.sample(prompts, [1.0] * len(prompts),
+        samples = engine_for(policy, local=True).sample(prompts, [1.0] * len(prompts),
                                 [k * 10_000 + i for i in range(len(prompts))], args.max_new_tokens)
         sampled = time.perf_counter()
         rewards = np.array([reward(batch[i // args.group]["answer"], policy.decode(s.token_ids))

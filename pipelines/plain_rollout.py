@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
+from flywheel.policy.rollout_engine import engine_for
 from flywheel.records.attempt import Attempt
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.transforms.execute import execute_batch
@@ -34,12 +35,13 @@ def plain_rollout(policy, tasks: list[dict], *, n_samples: int, temperature: flo
     own_backend = backend is None
     backend = backend or get_backend(sandbox, **(sandbox_options or {}))
     scored, errors = [], []
+    engine = engine_for(policy, local=True)  # the policy as it is now, sampled in this process
     try:
         bounded = shared(bounds)
         with ThreadPoolExecutor(workers) as pool:
             for start in range(0, len(attempts), batch_size):
                 batch = attempts[start:start + batch_size]
-                batch = [a.replace(**g) for a, g in zip(batch, generate_batch(policy, batch))]
+                batch = [a.replace(**g) for a, g in zip(batch, generate_batch(policy, batch, engine))]
                 executed, errs = execute_batch(batch, ToolRunner(backend), pool)
                 errors += errs
                 for attempt in executed:

@@ -1,10 +1,11 @@
 """The `Policy` protocol: what rollout, warm start, trainer and checkpoints ask of a policy backend.
 
 Token ids are the source of truth. A backend turns text into ids (`encode_prompt`,
-`encode_response`) and ids into text (`decode`); the sampler returns the exact ids it drew with
-one log-probability each, and the trainer scores those same ids again (`token_logprobs`) without
-ever re-tokenizing text. Rollout samples through a `RolloutEngine` (rollout_engine.py): the
-default one calls the policy's own `sample`, vLLM's runs an export of its weights. Everything
+`encode_response`) and ids into text (`decode`); a rollout engine (rollout_engine.py) samples
+it, returning the exact ids it drew with one log-probability each, and the trainer scores those
+same ids again (`token_logprobs`) without ever re-tokenizing text. A policy never samples
+itself: its in-process engine (`local_engine`) or the one its options name (`engine`, vLLM's
+running an export of its weights) does. Everything
 else about a backend (its tokenizer, its KV cache, the library that runs it) stays behind this
 protocol; backends register by name in `flywheel.policy.backends.POLICIES`.
 """
@@ -28,7 +29,7 @@ class Sample:
 
 @runtime_checkable
 class Policy(Protocol):
-    """A trainable language-model policy, its tokenizer, its sampler and its files."""
+    """A trainable language-model policy, its tokenizer and its files."""
 
     @property
     def context(self) -> int:
@@ -55,9 +56,11 @@ class Policy(Protocol):
     def decode(self, ids: Sequence[int]) -> str:
         """Text of response ids up to the first EOS id; special tokens are left out."""
 
+    local_engine: str  # the rollout engine that samples it in this process (rollout_engine.py)
+
     @property
     def engine(self) -> str:
-        """The rollout engine that samples it (PolicyDefaults: "hf", the policy's own sampler)."""
+        """The rollout engine that samples it in a run (PolicyDefaults: `local_engine`)."""
 
     def encode_tool_prompt(self, text: str, tools: list[dict]) -> list[int]:
         """An episode's first prompt with its tools (PolicyDefaults: the plain prompt)."""
@@ -69,13 +72,6 @@ class Policy(Protocol):
         """A chat conversation (OpenAI-style {role, content} dicts, with the request's `tools`)
         up to the assistant's next turn (PolicyDefaults: the texts, one per line, tools unseen)."""
 
-    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
-               seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
-        """Continue each prompt (len(prompts) rows) until an EOS id, `max_new_tokens` or a full
-        context. Row i uses temperatures[i] (0 = greedy) and seeds[i] only: its sample never
-        depends on the other rows of the batch. Logprobs are rounded to float32 (the tables'
-        type), so a row sampled twice gives the same numbers bit for bit."""
-
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
                        temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:
         """Log-probability of each next token under the sampling distribution, with autograd.
@@ -83,7 +79,8 @@ class Policy(Protocol):
         input_ids (B, T) long, right-padded with `pad_id`; attn_mask (B, T) bool, True at real
         tokens; temperatures (B,) float, 0 meaning greedy (scored at T=1) -> (B, T-1) float32,
         entry t scoring input_ids[:, t+1]. Positions whose target is padding hold finite values
-        of no meaning (callers mask them out). For sampled ids this equals `Sample.logprobs`.
+        of no meaning (callers mask them out). For sampled ids this equals `Sample.logprobs`
+        (what its engine recorded).
         Entries t < `score_from` (the prompts' positions, which the trainer never scores) may be
         0 without a gradient: a backend need not run its output layer there.
         """
@@ -118,8 +115,9 @@ class PolicyDefaults:
 
     @property
     def engine(self) -> str:
-        """The name of the rollout engine that samples this policy (rollout_engine.ENGINES)."""
-        return "hf"
+        """The name of the rollout engine that samples this policy in a run
+        (rollout_engine.ENGINES): by default its in-process one, `local_engine`."""
+        return self.local_engine
 
     def encode_tool_prompt(self, text: str, tools: list[dict]) -> list[int]:
         """An episode's first prompt, with the tools where the format shows them: by default the

@@ -37,15 +37,15 @@ def fit_prompt(ids: list[int], limit: int) -> list[int]:
     return ids[:1] + ids[len(ids) - (limit - 1):]
 
 
-def generate_batch(policy: Policy, batch: Sequence[Attempt],
-                   engine: RolloutEngine | None = None) -> list[dict]:
-    """Sample one response per attempt (with `engine`, else the policy's own sampler): the
-    Attempt fields of its token ids, logprobs, finish reason and decoded text."""
+def generate_batch(policy: Policy, batch: Sequence[Attempt], engine: RolloutEngine) -> list[dict]:
+    """Sample one response per attempt with `engine` (running `policy`'s weights; the policy
+    encodes and decodes): the Attempt fields of its token ids, logprobs, finish reason and
+    decoded text."""
     started = now()
     max_new = max(a.max_new_tokens for a in batch)
     prompts = [fit_prompt(policy.encode_prompt(a.prompt), policy.context - max_new) for a in batch]
-    samples = (engine or policy).sample(prompts, [a.sampling_temperature for a in batch],
-                                        [a.seed for a in batch], max_new)
+    samples = engine.sample(prompts, [a.sampling_temperature for a in batch],
+                            [a.seed for a in batch], max_new)
     results = []
     for attempt, prompt_ids, s in zip(batch, prompts, samples):
         ids, logprobs, finish = list(s.token_ids), list(s.logprobs), s.finish_reason

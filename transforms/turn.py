@@ -115,7 +115,7 @@ def _limit(policy: Policy, attempt: Attempt) -> int:
     return min(policy.context, attempt.episode.get("token_budget") or policy.context)
 
 
-def _sample(policy: Policy, engine: RolloutEngine | None, batch: Sequence[Attempt],
+def _sample(policy: Policy, engine: RolloutEngine, batch: Sequence[Attempt],
             prompts: dict[int, list[int]], rooms: dict[int, int], seeds: dict[int, int]) -> dict:
     """Row i of `batch` continued from prompts[i] by at most rooms[i] ids: one call per room, so
     no row may run past its own limit. Rows without room (< 1) get nothing."""
@@ -125,13 +125,13 @@ def _sample(policy: Policy, engine: RolloutEngine | None, batch: Sequence[Attemp
             by_room.setdefault(room, []).append(i)
     samples = {}
     for room, rows in by_room.items():
-        samples.update(zip(rows, (engine or policy).sample(
+        samples.update(zip(rows, engine.sample(
             [prompts[i] for i in rows], [batch[i].sampling_temperature for i in rows],
             [seeds[i] for i in rows], room)))
     return samples
 
 
-def _summarize(policy: Policy, engine: RolloutEngine | None, batch: Sequence[Attempt],
+def _summarize(policy: Policy, engine: RolloutEngine, batch: Sequence[Attempt],
                plans: list) -> None:
     """Ask the policy for the summaries `plans` want (one batched call per room), and rebuild
     those episodes' contexts from them in place. An episode whose summary cannot be asked for, or
@@ -158,9 +158,9 @@ def _summarize(policy: Policy, engine: RolloutEngine | None, batch: Sequence[Att
 
 
 def generate_turn_batch(policy: Policy, batch: Sequence[Attempt],
-                        engine: RolloutEngine | None = None) -> list[dict]:
-    """Sample the next action of each live episode in `batch` (with `engine`, else the policy's
-    own sampler); an episode whose next action would not fit its token budget (the policy's
+                        engine: RolloutEngine) -> list[dict]:
+    """Sample the next action of each live episode in `batch` with `engine` (running `policy`'s
+    weights); an episode whose next action would not fit its token budget (the policy's
     context, or the run's --episode-tokens) ends instead, with episode_end=BUDGET. Returns each
     attempt's changed fields."""
     started = now()

@@ -23,7 +23,6 @@ import torch
 
 from flywheel.policy.backends import POLICIES
 from flywheel.policy.backends.standin import ModelFree
-from flywheel.policy.policy import Sample
 
 
 def read_script(path: str) -> dict[str, list[str]]:
@@ -95,6 +94,6 @@ class ScriptedPolicy(ModelFree):
                 return actions[turn] if turn < len(actions) else self.default
         return self.default
 
-    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
-               seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
-        return self.answers([self.action(text_of(prompt)) for prompt in prompts], max_new_tokens)
+    def answer(self, prompt: Sequence[int], seed: int) -> str:
+        """The scripted action for the context `prompt` spells."""
+        return self.action(text_of(prompt))

@@ -20,6 +20,7 @@ import torch
 from flywheel.policy.backends import POLICIES
 from flywheel.policy.backends.tiny import tokens
 from flywheel.policy.policy import PolicyDefaults, Sample
+from flywheel.policy.rollout_engine import InProcessEngine
 
 LOGPROB = -0.5
 MODES = ("fixed", "digits")
@@ -37,6 +38,7 @@ class ModelFree(PolicyDefaults):
     leaves every value unchanged but takes gradients, so a train step runs and changes it."""
 
     pretrained = True  # nothing to warm-start
+    local_engine = "model-free"  # ModelFreeEngine: each row's `answer`
     pad_id = tokens.PAD
     eos_ids = (tokens.EOS,)
     encode_prompt = staticmethod(tokens.encode_prompt)
@@ -94,7 +96,14 @@ class StandinPolicy(ModelFree):
     def load(cls, uri: str, saved: Mapping, device: str | torch.device = "cpu") -> StandinPolicy:
         return cls(saved["mode"], saved["response"]).with_bias(saved)
 
-    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
-               seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
-        return self.answers([self.response if self.mode == "fixed"
-                             else str(random.Random(seed).randrange(1000)) for seed in seeds], max_new_tokens)
+    def answer(self, prompt: Sequence[int], seed: int) -> str:
+        """The fixed response, or digits drawn from the row's seed."""
+        return self.response if self.mode == "fixed" else str(random.Random(seed).randrange(1000))
+
+
+class ModelFreeEngine(InProcessEngine):
+    """The rollout engine of the policies without a model (policy/rollout_engine.py
+    "model-free"): each row's `answer(prompt, seed)` as a sample."""
+
+    def draw(self, policy, prompts, temperatures, seeds, max_new_tokens) -> list[Sample]:
+        return policy.answers([policy.answer(p, s) for p, s in zip(prompts, seeds)], max_new_tokens)

@@ -19,6 +19,7 @@ from flywheel.feedback.serve_api import ApiLimits
 from flywheel.feedback.serve_recorder import RecorderClosed, TableRecorder
 from flywheel.web.service_limits import ServiceLimits
 from flywheel.schemas import read_table
+from flywheel.policy.rollout_engine import engine_for
 
 TOKEN = "test-token-123"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
@@ -140,7 +141,7 @@ def test_waiting_requests_are_sampled_in_one_batch_as_they_would_be_alone(served
         assert server.batches == 2
     ids = served.policy.encode_messages(MESSAGES)
     for seed, (status, _, answer) in answers.items():
-        alone = served.policy.sample([ids], [1.0], [seed], 6)[0]
+        alone = engine_for(served.policy, local=True).sample([ids], [1.0], [seed], 6)[0]
         assert status == 200 and answer["choices"][0]["message"]["content"] == served.policy.decode(alone.token_ids)
 
 

@@ -9,6 +9,7 @@ from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.policy.backends import POLICIES, create_policy
 from flywheel.policy.policy import Policy
 from flywheel.trainer.trajectory_batches import make_batch
+from flywheel.policy.rollout_engine import engine_for
 
 # backend -> small options; a new backend adds its row here.
 BACKENDS = [("tiny", {"d_model": 32, "n_layers": 2, "context": 24})]
@@ -32,7 +33,7 @@ def test_create_sample_score_save_load(tmp_path, backend, options):
     policy.module.eval()
     prompts = [policy.encode_prompt(t) for t in TEXTS]
     temps = [1.0, 0.0, 1.3]
-    samples = policy.sample(prompts, temps, seeds=[1, 2, 3], max_new_tokens=8)
+    samples = engine_for(policy, local=True).sample(prompts, temps, seeds=[1, 2, 3], max_new_tokens=8)
     for p, s in zip(prompts, samples):
         assert 0 < len(s.token_ids) == len(s.logprobs) <= 8
         assert len(p) + len(s.token_ids) <= policy.context
@@ -54,7 +55,7 @@ def test_create_sample_score_save_load(tmp_path, backend, options):
     assert type(loaded) is type(policy) and loaded.context == policy.context
     loaded.module.eval()
     assert torch.equal(_scored(loaded, batch), scored)  # the same weights give the same logits
-    again = loaded.sample(prompts, temps, seeds=[1, 2, 3], max_new_tokens=8)
+    again = engine_for(loaded, local=True).sample(prompts, temps, seeds=[1, 2, 3], max_new_tokens=8)
     assert [s.token_ids for s in again] == [s.token_ids for s in samples]
 
 

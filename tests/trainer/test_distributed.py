@@ -22,7 +22,8 @@ from flywheel.policy.checkpoint import load_checkpoint, policy_digest, save_chec
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.trainer.train_job import run as run_job
 from flywheel.trainer.train_job import spec_of
-from flywheel.trainer.train_step import TrainConfig, supervised_step, train_on_rows
+from flywheel.trainer.supervised import supervised_step
+from flywheel.trainer.train_step import TrainConfig, train_on_rows
 
 try:
     from tests.trainer.test_stale_policy import _policy, _rows, _write

@@ -17,6 +17,7 @@ from flywheel.policy.checkpoint_files import save_torch
 from flywheel.policy.backends import create_policy
 from flywheel.trainer.train import StalePolicyError, train_iteration
 from flywheel.trainer.train_step import TrainConfig
+from flywheel.policy.rollout_engine import engine_for
 
 SMALL = {"d_model": 32, "n_layers": 1, "context": 48}
 
@@ -30,7 +31,7 @@ def _policy(seed):
 def _rows(policy, digest, n=8):
     """Real samples of `policy`, half of them rewarded, recording `digest` as their sampler."""
     prompts = [policy.encode_prompt(f"{i % 4}+1=") for i in range(n)]
-    out = policy.sample(prompts, [1.0] * n, list(range(n)), max_new_tokens=6)
+    out = engine_for(policy, local=True).sample(prompts, [1.0] * n, list(range(n)), max_new_tokens=6)
     return [dict(task_id=str(i // 2), prompt_token_ids=p, response_token_ids=s.token_ids,
                  response_logprobs=s.logprobs, advantage=1.0 if i % 2 else -1.0,
                  sampling_temperature=1.0, filtered=False, checkpoint_digest=digest)

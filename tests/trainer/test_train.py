@@ -15,6 +15,7 @@ from flywheel.trainer.train import train_iteration
 from flywheel.trainer.supervised import supervised_step
 from flywheel.trainer.train_step import TrainConfig, train_on_rows
 from flywheel.trainer.trajectory_batches import make_batch
+from flywheel.policy.rollout_engine import engine_for
 
 SCHEMA = pa.schema(
     [
@@ -41,7 +42,7 @@ def _rollout(policy, n_tasks=8, group=4, seed=0):
     """Real samples, rewarded for starting with an even byte, with GRPO advantages per group."""
     prompts = [policy.encode_prompt(f"{i}+{i}=") for i in range(n_tasks) for _ in range(group)]
     seeds = [seed * 1000 + i for i in range(len(prompts))]
-    out = policy.sample(prompts, [1.0] * len(prompts), seeds, max_new_tokens=8)
+    out = engine_for(policy, local=True).sample(prompts, [1.0] * len(prompts), seeds, max_new_tokens=8)
     rewards = np.array([float(s.token_ids[0] % 2 == 0) for s in out])
     adv = np.concatenate([ADVANTAGES.get("grpo")(g) for g in rewards.reshape(n_tasks, group)])
     return [
@@ -170,7 +171,7 @@ def test_supervised_warm_start_learns_reversal():
     losses = [supervised_step(policy, opt, prompts, answers) for _ in range(200)]
     assert losses[-1] < 0.1 * losses[0]
     policy.module.eval()
-    out = policy.sample(prompts, [0.0] * len(prompts), list(range(len(prompts))), 8)
+    out = engine_for(policy, local=True).sample(prompts, [0.0] * len(prompts), list(range(len(prompts))), 8)
     assert [policy.decode(s.token_ids) for s in out] == [a for _, a in pairs]
 
 

@@ -12,6 +12,7 @@ from flywheel.trainer.losses import LOSSES
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy
 from flywheel.trainer.train_step import TrainConfig, train_on_rows
+from flywheel.policy.rollout_engine import engine_for
 
 OPTIONS = {"d_model": 32, "n_layers": 2, "context": 24}
 
@@ -20,7 +21,7 @@ def _rollout(policy, n_tasks=4, group=4):
     """Real samples rewarded for an even first byte, with GRPO advantages per group."""
     policy.module.eval()
     prompts = [policy.encode_prompt(f"{i}+{i}=") for i in range(n_tasks) for _ in range(group)]
-    out = policy.sample(prompts, [1.0] * len(prompts), list(range(len(prompts))), max_new_tokens=6)
+    out = engine_for(policy, local=True).sample(prompts, [1.0] * len(prompts), list(range(len(prompts))), max_new_tokens=6)
     rewards = np.array([float(s.token_ids[0] % 2 == 0) for s in out])
     adv = np.concatenate([ADVANTAGES.get("grpo")(g) for g in rewards.reshape(n_tasks, group)])
     return [dict(prompt_token_ids=p, response_token_ids=s.token_ids, response_logprobs=s.logprobs,

@@ -14,6 +14,7 @@ from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy
 from flywheel.trainer.train import train_iteration
 from flywheel.trainer.train_step import RowsInMemory, TrainConfig, train_on_rows
+from flywheel.policy.rollout_engine import engine_for
 
 OPTIONS = {"d_model": 32, "n_layers": 2, "context": 24}
 TURN = Algorithm(credit="turn")
@@ -25,7 +26,7 @@ def _tied_episodes(policy, n_groups=4):
     tokens 4-5. Advantages as the rollout assigns them under turn credit."""
     policy.module.eval()
     prompts = [policy.encode_prompt(f"{g}+{g}=") for g in range(n_groups) for _ in range(2)]
-    samples = policy.sample(prompts, [1.0] * len(prompts), list(range(len(prompts))), 6)
+    samples = engine_for(policy, local=True).sample(prompts, [1.0] * len(prompts), list(range(len(prompts))), 6)
     rows = []
     for g in range(n_groups):
         pair = samples[2 * g: 2 * g + 2]

@@ -20,6 +20,7 @@ from flywheel.transforms.context_strategies import CUT_MARKER, SUMMARY_REQUEST
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.turn import act, end_episode, generate_turn_batch, start_episode, with_sample
 from flywheel.verifiers import get_verifier
+from flywheel.policy.rollout_engine import engine_for
 
 REPO = get_domain("repo_bugs")
 TURNS = 16
@@ -31,7 +32,7 @@ def episode(policy, task, sandbox, context, budget, keep=3, turns=TURNS):
     attempt = start_episode(attempt, turns, token_budget=budget, context=context, keep_turns=keep)
     runner = ToolRunner(sandbox)
     while not attempt.episode.end:
-        attempt = with_sample(attempt, generate_turn_batch(policy, [attempt])[0])
+        attempt = with_sample(attempt, generate_turn_batch(policy, [attempt], engine_for(policy, local=True))[0])
         attempt, error = act(attempt, runner)
         assert error is None, error
     return attempt

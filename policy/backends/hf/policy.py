@@ -26,7 +26,7 @@ import torch
 
 from flywheel.policy.checkpoint_files import join, relative_uri, resolve, state_digest
 from flywheel.policy.backends import POLICIES
-from flywheel.policy.backends.hf import chat_turns, logprobs, sampling
+from flywheel.policy.backends.hf import chat_turns, logprobs
 from flywheel.policy.backends.hf.model_files import (
     is_remote,
     local_path,
@@ -35,7 +35,7 @@ from flywheel.policy.backends.hf.model_files import (
 )
 from flywheel.policy.backends.hf.named_models import NAMED_MODELS
 from flywheel.policy.backends.hf.options import HFOptions
-from flywheel.policy.policy import PolicyDefaults, Sample, message_text
+from flywheel.policy.policy import PolicyDefaults, message_text
 
 SUBFOLDER, ADAPTER = "hf", "hf-adapter"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -46,6 +46,7 @@ class HFPolicy(PolicyDefaults):
     """A transformers causal LM and its tokenizer; options are HFOptions' fields."""
 
     pretrained = True  # the run skips the supervised warm start unless it is asked for
+    local_engine = "hf"  # its batched sampler in this process (hf/sampling.py HFEngine)
     # token_logprobs runs the body and the head, never the root's forward (logprobs.py)
     fsdp_forward_methods = ("flywheel_token_logprobs",)
 
@@ -209,19 +210,9 @@ class HFPolicy(PolicyDefaults):
         ends = [k for k, i in enumerate(ids) if i in self.eos_ids]
         return self.tokenizer.decode(ids[: ends[0]] if ends else ids, skip_special_tokens=True)
 
-    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
-               seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
-        if self.options.max_new_tokens:
-            max_new_tokens = min(max_new_tokens, self.options.max_new_tokens)
-        return sampling.sample(
-            self.causal_lm, prompts, temperatures, seeds, max_new_tokens, eos_ids=self.eos_ids,
-            pad_id=self.pad_id, context=self.context, top_p=self.options.top_p,
-            stop_strings=self.options.stop_strings,
-            decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True))
-
     @property
     def engine(self) -> str:
-        """The rollout engine the options name: hf (this sampler) or vllm."""
+        """The rollout engine the options name: hf (the in-process sampler) or vllm."""
         return self.options.engine
 
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,

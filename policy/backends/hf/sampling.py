@@ -17,6 +17,7 @@ import torch
 
 from flywheel.policy.backends.hf.logprobs import head_logprobs, positions
 from flywheel.policy.policy import Sample
+from flywheel.policy.rollout_engine import InProcessEngine
 
 
 @torch.no_grad()
@@ -107,3 +108,18 @@ def _pick(logp: torch.Tensor, u: torch.Tensor, greedy: torch.Tensor, top_p: floa
     if order is not None:
         drawn = order.gather(1, drawn[:, None]).squeeze(1)
     return torch.where(greedy, logp.argmax(1), drawn)
+
+
+class HFEngine(InProcessEngine):
+    """An hf policy's in-process rollout engine (policy/rollout_engine.py "hf"): `sample` above
+    over its causal LM, with the policy's top_p, stop strings and max_new_tokens cap."""
+
+    def draw(self, policy, prompts, temperatures, seeds, max_new_tokens) -> list[Sample]:
+        options = policy.options
+        if options.max_new_tokens:
+            max_new_tokens = min(max_new_tokens, options.max_new_tokens)
+        return sample(
+            policy.causal_lm, prompts, temperatures, seeds, max_new_tokens, eos_ids=policy.eos_ids,
+            pad_id=policy.pad_id, context=policy.context, top_p=options.top_p,
+            stop_strings=options.stop_strings,
+            decode=lambda ids: policy.tokenizer.decode(ids, skip_special_tokens=True))

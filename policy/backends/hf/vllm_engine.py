@@ -64,7 +64,8 @@ def _engine_environment():
 
 
 class VLLMEngine:
-    """One vLLM `LLM` over one Hugging Face model folder; `sample` keeps Policy.sample's contract."""
+    """One vLLM `LLM` over one Hugging Face model folder; `sample` keeps RolloutEngine.sample's
+    contract."""
 
     def __init__(self, model_dir: str, *, context: int, dtype: str = "float32", seed: int = 0,
                  gpu_memory: float = 0.5):
@@ -87,7 +88,7 @@ class VLLMEngine:
     def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
                seeds: Sequence[int], max_new_tokens: int, *, eos_ids: Sequence[int],
                stop_strings: Sequence[str] = ()) -> list[Sample]:
-        """The Policy.sample contract: each prompt continued until an EOS id (kept as the last
+        """The RolloutEngine.sample contract: each prompt continued until an EOS id (kept as the last
         id), a stop string, `max_new_tokens` or a full context; temperature 0 = greedy."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt

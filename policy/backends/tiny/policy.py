@@ -6,7 +6,7 @@ architecture and the tokenizer spec, which a load checks against this code's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import torch
 
@@ -20,14 +20,14 @@ from flywheel.policy.backends.tiny.model import (
     build_transformer,
     policy_logprobs,
 )
-from flywheel.policy.backends.tiny.sampling import sample
-from flywheel.policy.policy import PolicyDefaults, Sample
+from flywheel.policy.policy import PolicyDefaults
 
 
 @POLICIES.register("tiny")
 class TinyPolicy(PolicyDefaults):
     """A TinyTransformer with the byte tokenizer; options are TinyConfig's fields."""
 
+    local_engine = "tiny"  # its sampler (tiny/sampling.py TinyEngine)
     pad_id = tokens.PAD
     eos_ids = (tokens.EOS,)
 
@@ -64,10 +64,6 @@ class TinyPolicy(PolicyDefaults):
     encode_response = staticmethod(tokens.encode_response)
     decode = staticmethod(tokens.decode)
     encode_observation = staticmethod(tokens.encode_observation)  # tools: the plain-text protocol
-
-    def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
-               seeds: Sequence[int], max_new_tokens: int) -> list[Sample]:
-        return sample(self.module, prompts, temperatures, seeds, max_new_tokens)
 
     def token_logprobs(self, input_ids: torch.Tensor, attn_mask: torch.Tensor,
                        temperatures: torch.Tensor, score_from: int = 0) -> torch.Tensor:

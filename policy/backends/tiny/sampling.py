@@ -18,6 +18,7 @@ import torch
 from flywheel.policy.backends.tiny.model import TinyTransformer, policy_logprobs
 from flywheel.policy.backends.tiny.tokens import EOS, PAD
 from flywheel.policy.policy import Sample
+from flywheel.policy.rollout_engine import InProcessEngine
 
 
 @torch.no_grad()
@@ -88,3 +89,10 @@ def _pick(logp: torch.Tensor, u: torch.Tensor, greedy: torch.Tensor) -> torch.Te
     x = (u * cdf[:, -1]).unsqueeze(1)  # scale by the total so rounding never picks past the end
     drawn = torch.searchsorted(cdf, x, right=True).squeeze(1).clamp(max=logp.shape[1] - 1)
     return torch.where(greedy, logp.argmax(1), drawn)
+
+
+class TinyEngine(InProcessEngine):
+    """The tiny policy's rollout engine (policy/rollout_engine.py "tiny"): `sample` above."""
+
+    def draw(self, policy, prompts, temperatures, seeds, max_new_tokens) -> list[Sample]:
+        return sample(policy.module, prompts, temperatures, seeds, max_new_tokens)

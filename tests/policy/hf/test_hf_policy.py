@@ -12,6 +12,7 @@ from flywheel.policy.policy import Policy
 from flywheel.trainer.supervised import supervised_step
 from flywheel.trainer.train_step import TrainConfig, train_on_rows
 from flywheel.trainer.trajectory_batches import first_scored, make_batch
+from flywheel.policy.rollout_engine import engine_for
 
 TEXTS = ["What is 17 + 5?", "rev:abcd=", "from 3 to 9:"]
 
@@ -39,7 +40,7 @@ def test_sampled_logprobs_are_the_trainers_for_the_same_ids(tiny_model_dir, top_
     assert isinstance(policy, Policy)
     prompts = [policy.encode_prompt(t) for t in TEXTS]
     temps = [1.0, 0.0, 0.7]
-    samples = policy.sample(prompts, temps, seeds=[1, 2, 3], max_new_tokens=16)
+    samples = engine_for(policy, local=True).sample(prompts, temps, seeds=[1, 2, 3], max_new_tokens=16)
     for s in samples:
         assert 0 < len(s.token_ids) == len(s.logprobs) <= 16
         assert all(isinstance(x, float) for x in s.logprobs)
@@ -56,7 +57,7 @@ def test_logprobs_in_chunks_and_from_the_responses_equal_one_pass_with_gradients
     log-probs and the same gradients as one pass over everything."""
     whole, chunked = _policy(tiny_model_dir), _policy(tiny_model_dir, logprob_chunk=3)
     prompts = [whole.encode_prompt(t) for t in TEXTS for _ in range(2)]  # groups of 2
-    samples = whole.sample(prompts, [1.0] * 6, seeds=[4, 5, 6, 7, 8, 9], max_new_tokens=10)
+    samples = engine_for(whole, local=True).sample(prompts, [1.0] * 6, seeds=[4, 5, 6, 7, 8, 9], max_new_tokens=10)
     rows = _rows(whole, prompts, samples, [1.0] * 6)
     batch = make_batch(rows, whole.pad_id)
     start = first_scored(rows)
@@ -86,23 +87,23 @@ def test_logprobs_in_chunks_and_from_the_responses_equal_one_pass_with_gradients
 def test_same_seed_same_ids_and_a_row_does_not_depend_on_its_batch(tiny_model_dir):
     policy = _policy(tiny_model_dir)
     prompts = [policy.encode_prompt(t) for t in TEXTS]
-    first = policy.sample(prompts, [1.0] * 3, seeds=[7, 8, 9], max_new_tokens=12)
-    again = policy.sample(prompts, [1.0] * 3, seeds=[7, 8, 9], max_new_tokens=12)
+    first = engine_for(policy, local=True).sample(prompts, [1.0] * 3, seeds=[7, 8, 9], max_new_tokens=12)
+    again = engine_for(policy, local=True).sample(prompts, [1.0] * 3, seeds=[7, 8, 9], max_new_tokens=12)
     assert [s.token_ids for s in again] == [s.token_ids for s in first]
     assert [s.logprobs for s in again] == [s.logprobs for s in first]
-    alone = policy.sample(prompts[2:], [1.0], seeds=[9], max_new_tokens=12)[0]
+    alone = engine_for(policy, local=True).sample(prompts[2:], [1.0], seeds=[9], max_new_tokens=12)[0]
     assert alone.token_ids == first[2].token_ids
     assert alone.logprobs == pytest.approx(first[2].logprobs, abs=1e-5)
-    other = policy.sample(prompts, [1.0] * 3, seeds=[70, 80, 90], max_new_tokens=12)
+    other = engine_for(policy, local=True).sample(prompts, [1.0] * 3, seeds=[70, 80, 90], max_new_tokens=12)
     assert [s.token_ids for s in other] != [s.token_ids for s in first]
     # A group (one prompt repeated, prefilled once): each row as if it were sampled alone.
-    group = policy.sample([prompts[2]] * 3 + prompts[:1], [1.0, 0.7, 1.0, 1.0],
+    group = engine_for(policy, local=True).sample([prompts[2]] * 3 + prompts[:1], [1.0, 0.7, 1.0, 1.0],
                           seeds=[9, 9, 5, 7], max_new_tokens=12)
     assert group[0].token_ids == alone.token_ids
     assert group[0].logprobs == pytest.approx(alone.logprobs, abs=1e-5)
     assert group[3].token_ids == first[0].token_ids
     for row, temp, seed in ((group[1], 0.7, 9), (group[2], 1.0, 5)):
-        solo = policy.sample(prompts[2:], [temp], seeds=[seed], max_new_tokens=12)[0]
+        solo = engine_for(policy, local=True).sample(prompts[2:], [temp], seeds=[seed], max_new_tokens=12)[0]
         assert row.token_ids == solo.token_ids
 
 
@@ -129,13 +130,13 @@ def test_eos_and_stop_strings_end_a_response(tiny_model_dir):
     for _ in range(60):  # teach the random model one answer, EOS included
         supervised_step(policy, opt, [prompt], [answer])
     policy.module.eval()
-    greedy = policy.sample([prompt], [0.0], seeds=[0], max_new_tokens=40)[0]
+    greedy = engine_for(policy, local=True).sample([prompt], [0.0], seeds=[0], max_new_tokens=40)[0]
     assert greedy.finish_reason == "stop" and greedy.token_ids == answer
     assert policy.decode(greedy.token_ids) == "dcba then more"
-    cut = policy.sample([prompt] * 2, [0.0, 0.0], seeds=[0, 1], max_new_tokens=3)
+    cut = engine_for(policy, local=True).sample([prompt] * 2, [0.0, 0.0], seeds=[0, 1], max_new_tokens=3)
     assert all(s.finish_reason == "length" and len(s.token_ids) == 3 for s in cut)
     policy.options = policy.options.__class__(**{**policy.options.__dict__, "stop": "zz|then"})
-    stopped = policy.sample([prompt], [0.0], seeds=[0], max_new_tokens=40)[0]
+    stopped = engine_for(policy, local=True).sample([prompt], [0.0], seeds=[0], max_new_tokens=40)[0]
     assert stopped.finish_reason == "stop" and policy.decode(stopped.token_ids).endswith("then")
     assert stopped.token_ids == answer[: len(stopped.token_ids)] and len(stopped.token_ids) < len(answer)
 
@@ -143,7 +144,7 @@ def test_eos_and_stop_strings_end_a_response(tiny_model_dir):
 def test_an_optimizer_step_changes_the_weights(tiny_model_dir):
     policy = _policy(tiny_model_dir)
     prompts = [policy.encode_prompt(t) for t in TEXTS for _ in range(2)]
-    samples = policy.sample(prompts, [1.0] * 6, seeds=list(range(6)), max_new_tokens=8)
+    samples = engine_for(policy, local=True).sample(prompts, [1.0] * 6, seeds=list(range(6)), max_new_tokens=8)
     rows = _rows(policy, prompts, samples, [1.0] * 6)
     for i, r in enumerate(rows):
         r["advantage"] = 1.0 if i % 2 else -1.0
@@ -174,10 +175,10 @@ def test_save_then_load_gives_identical_logits(tiny_model_dir, tmp_path):
     assert loaded.options == policy.options and loaded.eos_ids == policy.eos_ids
     prompts = [policy.encode_prompt(t) for t in TEXTS]
     assert [loaded.encode_prompt(t) for t in TEXTS] == prompts
-    samples = policy.sample(prompts, [1.0] * 3, seeds=[1, 2, 3], max_new_tokens=8)
+    samples = engine_for(policy, local=True).sample(prompts, [1.0] * 3, seeds=[1, 2, 3], max_new_tokens=8)
     batch = make_batch(_rows(policy, prompts, samples, [1.0] * 3), policy.pad_id)
     assert torch.equal(_scored(loaded, batch), _scored(policy, batch))
-    again = loaded.sample(prompts, [1.0] * 3, seeds=[1, 2, 3], max_new_tokens=8)
+    again = engine_for(loaded, local=True).sample(prompts, [1.0] * 3, seeds=[1, 2, 3], max_new_tokens=8)
     assert [s.token_ids for s in again] == [s.token_ids for s in samples]
     restored = build_optimizer(loaded, **TrainConfig().adamw())
     restored.load_state_dict(ck.optimizer_state)  # the optimizer state meets the loaded model
@@ -198,7 +199,7 @@ def test_bad_options_and_missing_models_are_clear_errors(tiny_model_dir, tmp_pat
 def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir):
     plain, ckpt = _policy(tiny_model_dir), _policy(tiny_model_dir, gradient_checkpointing=True)
     prompts = [plain.encode_prompt(t) for t in TEXTS]
-    samples = plain.sample(prompts, [1.0] * 3, seeds=[4, 5, 6], max_new_tokens=10)
+    samples = engine_for(plain, local=True).sample(prompts, [1.0] * 3, seeds=[4, 5, 6], max_new_tokens=10)
     batch = make_batch(_rows(plain, prompts, samples, [1.0] * 3), plain.pad_id)
     grads = []
     for policy in (plain, ckpt):
@@ -214,14 +215,14 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir):
 def test_greedy_ids_are_transformers_own_and_a_tiny_nucleus_is_greedy(tiny_model_dir):
     policy = _policy(tiny_model_dir)
     prompts = [policy.encode_prompt(t) for t in TEXTS]
-    greedy = policy.sample(prompts, [0.0] * 3, seeds=[1, 2, 3], max_new_tokens=12)
+    greedy = engine_for(policy, local=True).sample(prompts, [0.0] * 3, seeds=[1, 2, 3], max_new_tokens=12)
     for prompt, s in zip(prompts, greedy):
         with torch.no_grad():
             ref = policy.module.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=12,
                                          pad_token_id=policy.pad_id, eos_token_id=list(policy.eos_ids))
         assert s.token_ids == ref[0, len(prompt):].tolist()
     nucleus = _policy(tiny_model_dir, top_p=1e-6)  # only the most likely token is left to draw
-    drawn = nucleus.sample(prompts, [1.0] * 3, seeds=[1, 2, 3], max_new_tokens=12)
+    drawn = engine_for(nucleus, local=True).sample(prompts, [1.0] * 3, seeds=[1, 2, 3], max_new_tokens=12)
     assert [s.token_ids for s in drawn] == [s.token_ids for s in greedy]
     # ...while the recorded logprobs are those of the full tempered distribution (T = 1 here).
     assert [s.logprobs for s in drawn] == [s.logprobs for s in greedy]

@@ -10,13 +10,14 @@ from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy
 from flywheel.trainer.train_step import TrainConfig, train_on_rows
 from flywheel.trainer.trajectory_batches import make_batch
+from flywheel.policy.rollout_engine import engine_for
 
 TEXTS = ["What is 17 + 5?", "rev:abcd=", "from 3 to 9:"]
 
 
 def _rows(policy):
     prompts = [policy.encode_prompt(t) for t in TEXTS for _ in range(2)]
-    samples = policy.sample(prompts, [1.0] * 6, seeds=list(range(6)), max_new_tokens=8)
+    samples = engine_for(policy, local=True).sample(prompts, [1.0] * 6, seeds=list(range(6)), max_new_tokens=8)
     return [dict(prompt_token_ids=p, response_token_ids=s.token_ids, response_logprobs=s.logprobs,
                  advantage=1.0 if i % 2 else -1.0, sampling_temperature=1.0, filtered=False)
             for i, (p, s) in enumerate(zip(prompts, samples))]

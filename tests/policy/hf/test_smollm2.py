@@ -7,6 +7,7 @@ import torch
 
 from flywheel.policy.backends import create_policy
 from flywheel.trainer.trajectory_batches import make_batch
+from flywheel.policy.rollout_engine import engine_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -29,7 +30,7 @@ def test_smollm2_loads_from_the_wheel_and_samples_what_it_scores():
     assert text.startswith("<|im_start|>system\n") and text.endswith(
         "<|im_start|>user\nWhat is 23 + 45? Answer with just the number.<|im_end|>\n"
         "<|im_start|>assistant\n")
-    samples = policy.sample(prompts, [0.0, 1.0], seeds=[0, 1], max_new_tokens=12)
+    samples = engine_for(policy, local=True).sample(prompts, [0.0, 1.0], seeds=[0, 1], max_new_tokens=12)
     assert any(ch.isdigit() for ch in policy.decode(samples[0].token_ids))
     rows = [dict(prompt_token_ids=p, response_token_ids=s.token_ids, response_logprobs=s.logprobs,
                  advantage=1.0, sampling_temperature=t)

@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 import torch
+from flywheel.policy.rollout_engine import engine_for
 
 pytestmark = [pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,
@@ -134,7 +135,7 @@ def test_eos_ends_a_response_as_in_the_hf_sampler(policy, engine):
 
     greedy = [policy.encode_prompt(q) for q in PROMPTS]
     ours = engine.sample(greedy, [0.0] * 8, list(range(8)), 20)
-    theirs = policy.sample(greedy, [0.0] * 8, list(range(8)), 20)
+    theirs = engine_for(policy, local=True).sample(greedy, [0.0] * 8, list(range(8)), 20)
     assert [(s.token_ids, s.finish_reason) for s in ours] == \
         [(s.token_ids, s.finish_reason) for s in theirs]
     for a, b in zip(ours, theirs):
