@@ -23,7 +23,17 @@ def tasks_of(domain, count=1):
         return []
 
 
-@pytest.mark.parametrize("name", sorted(all_domains()))
+# Slow, with the whole suite only: the two render domains beside chart_to_code (each answer drawn
+# in the render environment: 20-35 s of test time per domain on a loaded machine) and the
+# reasoning-gym domains whose puzzles take seconds to make or score (futoshiki 54 s). chart_to_code
+# and the other reasoning-gym domains keep both kinds in the quick tier.
+SLOW = {"scene", "chart_edit", "rg_futoshiki", "rg_knight_swap", "rg_isomorphic_strings",
+        "rg_word_ladder", "rg_zebra_puzzles", "rg_list_functions", "rg_ransom_note",
+        "rg_polynomial_multiplication"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name
+                                  for name in sorted(all_domains())])
 def test_non_answers_earn_nothing(name, sandbox, request):
     domain, rng = get_domain(name), random.Random(0)
     if domain.verifier == "render":  # its harness draws with the `render` environment's matplotlib
