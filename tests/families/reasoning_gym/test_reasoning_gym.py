@@ -114,7 +114,8 @@ def test_a_task_whose_entry_is_rebuilt_differently_is_not_scored():
     assert get_verifier("reasoning_gym")(task, f"<answer>{task['answer']}</answer>").verdict == "pass"
 
 
-@pytest.mark.parametrize("name", ["polynomial_multiplication", "isomorphic_strings"])
+@pytest.mark.parametrize("name", ["polynomial_multiplication",  # slow: the same rule, a second generator
+                                  pytest.param("isomorphic_strings", marks=pytest.mark.slow)])
 def test_a_hash_dependent_generator_gives_every_process_the_same_task(name):
     """Beam workers and the verifier's bounded worker run under other hash seeds than the process
     that made the task: they must rebuild the same entry."""
