@@ -52,7 +52,13 @@ HOSTILE_MATH = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(HOSTILE_MATH))
+# One of each shape in the quick tier (a tower, a huge number, deep nesting, a symbolic blowup);
+# the rest, each a verification run to its deadline (~7 s loaded), with the whole suite only.
+QUICK_MATH = {"tower", "huge_integer", "nested_brackets", "symbolic_blowup"}
+
+
+@pytest.mark.parametrize("name", [name if name in QUICK_MATH else pytest.param(name, marks=pytest.mark.slow)
+                                  for name in sorted(HOSTILE_MATH)])
 def test_hostile_math_answers_are_model_failures(bounded, name):
     out, error = verify_attempt(attempt("math_linear", HOSTILE_MATH[name]), bounded)
     assert_model_failure(out, error)
@@ -116,8 +122,9 @@ HOSTILE_RG = {
 }
 
 
-@pytest.mark.parametrize("domain,index", [(d, i) for d, answers in HOSTILE_RG.items()
-                                          for i in range(len(answers))])
+@pytest.mark.parametrize("domain,index", [  # each domain's first answer quick, the rest slow (as above)
+    pytest.param(d, i, marks=[pytest.mark.slow] if i else []) for d, answers in HOSTILE_RG.items()
+    for i in range(len(answers))])
 def test_hostile_reasoning_gym_answers_are_model_failures(bounded, domain, index):
     out, error = verify_attempt(attempt(domain, HOSTILE_RG[domain][index]), bounded)
     assert_model_failure(out, error)
