@@ -1,5 +1,8 @@
 """Tool calls of multi-turn episodes: the standard tools' contracts and the parser of an action.
 
+Each tool name is defined here once (its arguments' JSON Schema); a family offering `run_shell`
+or `write_file` imports it (and may describe it in its own words: `described`).
+
 A domain declares the tools it offers as `ToolSpec`s (a name, a description, JSON Schema for the
 arguments). A policy calls one per turn, in either of two forms:
 
@@ -14,6 +17,7 @@ message for the model (the next observation): a model-side mistake, never a cras
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,15 +40,17 @@ SUBMIT = ToolSpec("submit", "Submit your final answer; the episode ends and it i
 RUN_CODE = ToolSpec("run_code", "Run a Python program; shows its output and errors.", {
     "type": "object", "required": ["code"], "additionalProperties": False,
     "properties": {"code": CODE}})
-RUN_SHELL = ToolSpec("run_shell", "Run a bash command in the task's working directory; files you "
-                     "write stay for the next command.", {
+# a path relative to the working directory: letters, digits and `_.-/`, no `..` part (so a
+# family may quote it in a shell line), at most 300 characters
+PATH = {"type": "string", "maxLength": 300,
+        "pattern": r"^(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_.-][A-Za-z0-9_./-]*$"}
+RUN_SHELL = ToolSpec("run_shell", "Run a bash command in the working directory; shows its output "
+                     "and exit status. Files it writes stay for the next command.", {
     "type": "object", "required": ["command"], "additionalProperties": False,
-    "properties": {"command": {"type": "string", "maxLength": 4000}}})
+    "properties": {"command": {"type": "string", "maxLength": 8000}}})
 WRITE_FILE = ToolSpec("write_file", "Create or overwrite a file in the working directory.", {
     "type": "object", "required": ["path", "content"], "additionalProperties": False,
-    "properties": {"path": {"type": "string",  # relative, no `..` part
-                            "pattern": r"^(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_.-][A-Za-z0-9_./-]{0,99}$"},
-                   "content": {"type": "string", "maxLength": 20_000}}})
+    "properties": {"path": PATH, "content": {"type": "string", "maxLength": 100_000}}})
 
 
 @dataclass(frozen=True)
@@ -120,3 +126,8 @@ def _call_of(text: str, plain: ToolSpec) -> ToolCall:
 def render_call(call: ToolCall) -> str:
     """`call` in the chat-template form (what `replay` prints and tests feed back)."""
     return "<tool_call>" + json.dumps({"name": call.name, "arguments": call.arguments}) + "</tool_call>"
+
+
+def described(spec: ToolSpec, description: str) -> ToolSpec:
+    """`spec` with a family's own description; its name and arguments (the contract) unchanged."""
+    return dataclasses.replace(spec, description=description)

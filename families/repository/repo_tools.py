@@ -2,12 +2,14 @@
 
 Paths are relative to the repository's root, with no `..` part; every call's observation is
 bounded and says what happened, errors included. `submit` takes nothing: the answer is the diff
-of the tree from the snapshot.
+of the tree from the snapshot. `run_shell` and `write_file` are the shared contracts
+(domains/tools.py), described here for a repository.
 """
 
 from __future__ import annotations
 
 from flywheel.domains.domain import ToolSpec
+from flywheel.domains.tools import RUN_SHELL, WRITE_FILE, described
 
 PATH = {"type": "string", "maxLength": 300,
         "pattern": r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\x00]+$"}  # relative, no `..` part
@@ -32,13 +34,11 @@ EDIT_FILE = _tool("edit_file", "Replace the exact text `old` (it must occur exac
                   "`new` in a file.", ["path", "old", "new"], path=PATH, old=TEXT, new=TEXT)
 APPLY_PATCH = _tool("apply_patch", "Apply a unified diff (git diff format) to the repository.",
                     ["patch"], patch={"type": "string", "maxLength": 200_000})
-WRITE_FILE = _tool("write_file", "Create or overwrite a file.", ["path", "content"],
-                   path=PATH, content=TEXT)
-RUN_SHELL = _tool("run_shell", "Run a bash command in the repository's root; shows its output "
-                  "and exit status. Files it changes in the repository stay changed; $HOME and "
-                  "$TMPDIR are scratch space; writing anywhere else outside the repository "
-                  "forfeits the episode.",
-                  ["command"], command={"type": "string", "maxLength": 8000})
+WRITE_FILE = described(WRITE_FILE, "Create or overwrite a file.")
+RUN_SHELL = described(RUN_SHELL, "Run a bash command in the repository's root; shows its output "
+                      "and exit status. Files it changes in the repository stay changed; $HOME and "
+                      "$TMPDIR are scratch space; writing anywhere else outside the repository "
+                      "forfeits the episode.")
 RUN_TESTS = _tool("run_tests", "Run the visible tests (or the given visible test files); shows "
                   "each test's result and the failures' errors.", [],
                   paths={"type": "array", "items": PATH, "maxItems": 50})
