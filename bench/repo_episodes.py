@@ -10,7 +10,7 @@ task's golden trajectory (search, read, edit, run the tests, submit) after explo
 (list, read each module, search, run the tests) that pad it to exactly --turns turns.
 
 cost: each call of --tasks such episodes through `repo_bugs`' step on the local sandbox (warm
-pool), timed by kind (read: list/read/search; edit; test: run_tests), beside the same harness
+pool), timed by kind (read: list/read/search; edit; test: run_visible_tests), beside the same harness
 with the same plan run as a plain subprocess in a temp dir (no sandbox: the baseline); and the
 tree's rebuild from snapshot + changes inside each call (the harness's own clock). Median and p95.
 
@@ -38,14 +38,14 @@ from flywheel.policy.rollout_engine import engine_for
 
 DOMAIN_NAME = "repo_bugs"
 KINDS = {"list_files": "read", "read_file": "read", "search": "read", "edit_file": "edit",
-         "run_tests": "test"}
+         "run_visible_tests": "test"}
 
 
 def padded_calls(task: dict, turns: int) -> list[dict]:
     """Exploring calls, then the golden trajectory: `turns` calls in all (golden alone if longer)."""
     golden = task["golden"]
     files = sorted(p for p in task["repo"]["files"] if p.endswith(".py"))
-    explore = [{"name": "list_files", "arguments": {}}, {"name": "run_tests", "arguments": {}}]
+    explore = [{"name": "list_files", "arguments": {}}, {"name": "run_visible_tests", "arguments": {}}]
     explore += [{"name": "read_file", "arguments": {"path": p}} for p in files]
     explore += [{"name": "search", "arguments": {"pattern": word}} for word in ("def ", "import", "return")]
     pad = [explore[i % len(explore)] for i in range(max(0, turns - len(golden)))]

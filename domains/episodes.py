@@ -74,7 +74,8 @@ class EpisodeState:
 class EpisodeDomain(Domain):
     """A domain whose tasks can be worked on over several turns with tools.
 
-    Subclasses set `tools` (they always include `submit`), `plain_tool` (what a response without a
+    Subclasses set `tools` (they always include `submit_tool`: `submit` unless the domain names
+    another), `plain_tool` (what a response without a
     tool call means) and `max_turns` (their default; a run's --max-turns overrides it), and
     implement `tool_program`, `observe` and `final_response`.
     """
@@ -82,6 +83,7 @@ class EpisodeDomain(Domain):
     max_turns: int = 1
     plain_tool: str = ""
     tools: tuple[ToolSpec, ...] = (SUBMIT,)
+    submit_tool: ToolSpec = SUBMIT   # the tool (among `tools`) that ends the episode
     answer_field = "answer"           # the state key the final answer is kept under
 
     def tool_program(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
@@ -121,7 +123,7 @@ class EpisodeDomain(Domain):
                      nonce: str = "") -> ExecRequest | None:
         """The sandbox request of `call` (`Domain.to_request`), or None (submit, or a tool that
         runs nothing)."""
-        if call.name == SUBMIT.name:
+        if call.name == self.submit_tool.name:
             return None
         return self.to_request(self.tool_program(task, state, call, **self.report(nonce)))
 
@@ -153,7 +155,7 @@ class EpisodeDomain(Domain):
     def observe_call(self, task: dict[str, Any], state: dict[str, Any], call: ToolCall,
                      result: ExecResult | None) -> Step:
         """Submit ends the episode; any other tool is the domain's `observe`."""
-        if call.name == SUBMIT.name:
+        if call.name == self.submit_tool.name:
             return self.submit(state, call)
         return self.observe(task, state, call, result)
 

@@ -32,7 +32,7 @@ from apache_beam.ml.inference.base import RunInference
 from flywheel.domains.episodes import BUDGET, FAILED, MAX_TURNS, EpisodeState, Step, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner, Unbuildable, cut_output
-from flywheel.domains.tools import SUBMIT, ToolCallError, parse_action
+from flywheel.domains.tools import ToolCallError, parse_action
 from flywheel.sandbox import SandboxError
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.context_strategies import (CONTEXTS, SummaryCall, new_segment, reserve,
@@ -227,25 +227,26 @@ def act(attempt: Attempt, runner: ToolRunner) -> tuple[Attempt, dict | None]:
     return _observed(attempt, turn, step)
 
 
-def tool_calls_made(attempt: Attempt) -> int:
-    """The tool calls an episode has made so far (submit, and refused calls, not counted)."""
+def tool_calls_made(attempt: Attempt, submit: str) -> int:
+    """The tool calls an episode has made so far (its submit tool, and refused calls, not counted)."""
     return sum(1 for t in attempt.turns[:-1] if t.get("tool") and not t.get("tool_error")
-               and t["tool"] != SUBMIT.name)
+               and t["tool"] != submit)
 
 
 def out_of_tool_calls(domain, attempt: Attempt, action: str) -> Step | None:
     """--max-tool-calls: the refusal of a tool call past the episode's limit (a tool-error
     observation; the episode goes on, and submit still ends it), else None."""
     limit = attempt.episode.max_tool_calls
-    if not limit or tool_calls_made(attempt) < limit:
+    submit = domain.submit_tool.name
+    if not limit or tool_calls_made(attempt, submit) < limit:
         return None
     try:
         call = parse_action(action, domain.tools, domain.plain_tool)
     except ToolCallError:
         return None  # the step says what is wrong with it
-    if call.name == SUBMIT.name:
+    if call.name == submit:
         return None
-    why = f"no tool calls left ({limit} made): submit your answer"
+    why = f"no tool calls left ({limit} made): end the episode with {submit}"
     return Step(f"error: {why}", attempt.episode.state, tool_error=why)
 
 

@@ -8,7 +8,7 @@ Task fields (the native form; families/repository/repo_suite.py generates them, 
   row may instead name a folder, an archive or `REPO@COMMIT` ({"path": P} or just P, relative
   to the task file's folder by task_paths.py's rules), which normalize_task reads into the
   user's store;
-- `visible_tests`: test files in the snapshot the model may run (`run_tests`);
+- `visible_tests`: test files in the snapshot the model may run (`run_visible_tests`);
 - `hidden_tests` (fail on the snapshot, must pass after: SWE-bench's FAIL_TO_PASS) and
   `regression_tests` (pass before, must still pass: PASS_TO_PASS), each a list of checks
   {"id", "module", "call", "expect"}: `call` is an expression evaluated in `module` with the
@@ -51,7 +51,7 @@ from flywheel.families.repository.repo_base import BASE_MOUNT, materialized
 from flywheel.domains.environments import ENV_MOUNT, environment_dir, environment_problem
 from flywheel.families.repository.repo_snapshot import (SnapshotError, SnapshotStore, default_store, read_snapshot,
                                             same_store, split_commit)
-from flywheel.families.repository.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_SHELL, RUN_TESTS
+from flywheel.families.repository.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_SHELL, RUN_VISIBLE_TESTS, SUBMIT_CHANGES
 from flywheel.families.repository.snapshot_paths import files_problem
 from flywheel.domains.task_paths import PathError, inside_folder
 from flywheel.domains.tools import ToolCall, render_call
@@ -203,6 +203,7 @@ class RepoDomain(EpisodeDomain):
     sandbox = SandboxNeeds(language="python", timeout_s=10.0, memory_mb=1024,
                            files=("harness.py", "unified_diff.py", *HARNESS_SIBLINGS))
     tools = REPO_TOOLS
+    submit_tool = SUBMIT_CHANGES
     plain_tool = APPLY_PATCH.name  # a response without a tool call is a diff: a one-step episode
     max_turns = 30
     max_new_tokens = 512
@@ -323,7 +324,7 @@ class RepoDomain(EpisodeDomain):
             if call.name == RUN_SHELL.name:  # the model's own command (a test run's are the task's)
                 outside = sorted({*outside, *map(str, report["outside"][:10])})[:OUTSIDE_KEPT]
         observation = "\n".join([str(report.get("observation", ""))] + notes)
-        tests = report.get("tests") if call.name == RUN_TESTS.name else None
+        tests = report.get("tests") if call.name == RUN_VISIBLE_TESTS.name else None
         total = (tests or {}).get("passed", 0) + (tests or {}).get("failed", 0)
         reward = tests["passed"] / total if total else None
         return Step(observation, {"changes": changes, "log": log, **({"outside": outside} if outside else {})},

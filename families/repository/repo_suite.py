@@ -3,7 +3,7 @@
     task = build_task(random.Random(7))
     task["repo"]["files"]      # the buggy package, its visible tests, a README
     task["fixed_files"]        # the one file the reference fix changes, fixed
-    task["golden"]             # read/search, edit_file..., run_tests, submit
+    task["golden"]             # read/search, edit_file..., run_visible_tests, submit_changes
 
 A seed picks a defect kind (evenly over KINDS), a package template (repo_templates.py), its
 names and constants, and one defect site of that kind. A template is written in its FIXED form;
@@ -85,8 +85,8 @@ def golden(pkg: str, site: Site, buggy_text: str) -> list[dict[str, Any]]:
             raise ValueError(f"buggy snippet is not unique: {buggy!r}")
         text = text.replace(buggy, fixed)
         calls.append({"name": "edit_file", "arguments": {"path": path, "old": buggy, "new": fixed}})
-    calls.append({"name": "run_tests", "arguments": {}})
-    calls.append({"name": "submit", "arguments": {}})
+    calls.append({"name": "run_visible_tests", "arguments": {}})
+    calls.append({"name": "submit_changes", "arguments": {}})
     return calls
 
 

@@ -49,7 +49,7 @@ def task(kind: str, package: str, prompt: str, files: dict[str, str], fixed: dic
     visible = sorted(p for p in files if p.startswith("tests/"))
     return {"prompt": prompt, "repo": {"files": dict(sorted(files.items()))}, "fixed_files": fixed,
             "visible_tests": visible, "hidden_tests": hidden, "regression_tests": [],
-            "golden": [*golden, call("run_tests"), call("submit")], "kind": kind, "package": package}
+            "golden": [*golden, call("run_visible_tests"), call("submit_changes")], "kind": kind, "package": package}
 
 
 def plant(fixed: str, good: str, bad: str) -> str:

@@ -1,9 +1,11 @@
 """The tools of repository episodes, as JSON Schema contracts (families/repository/harnesses/repo.py runs them).
 
 Paths are relative to the repository's root, with no `..` part; every call's observation is
-bounded and says what happened, errors included. `submit` takes nothing: the answer is the diff
+bounded and says what happened, errors included. `submit_changes` takes nothing: the answer is the diff
 of the tree from the snapshot. `run_shell` and `write_file` are the shared contracts
-(domains/tools.py), described here for a repository.
+(domains/tools.py), described here for a repository; the two whose contracts differ from the
+shared ones have names of their own: `run_visible_tests` (test files, not code) and
+`submit_changes` (no answer: the tree is the answer; it ends the episode as `submit` does).
 """
 
 from __future__ import annotations
@@ -39,11 +41,11 @@ RUN_SHELL = described(RUN_SHELL, "Run a bash command in the repository's root; s
                       "and exit status. Files it changes in the repository stay changed; $HOME and "
                       "$TMPDIR are scratch space; writing anywhere else outside the repository "
                       "forfeits the episode.")
-RUN_TESTS = _tool("run_tests", "Run the visible tests (or the given visible test files); shows "
+RUN_VISIBLE_TESTS = _tool("run_visible_tests", "Run the visible tests (or the given visible test files); shows "
                   "each test's result and the failures' errors.", [],
                   paths={"type": "array", "items": PATH, "maxItems": 50})
-SUBMIT = _tool("submit", "Submit the repository as it is now; the episode ends and the change is "
+SUBMIT_CHANGES = _tool("submit_changes", "Submit the repository as it is now; the episode ends and the change is "
                "scored by tests you have not seen.", [])
 
 REPO_TOOLS = (LIST_FILES, READ_FILE, SEARCH, EDIT_FILE, APPLY_PATCH, WRITE_FILE, RUN_SHELL,
-              RUN_TESTS, SUBMIT)
+              RUN_VISIBLE_TESTS, SUBMIT_CHANGES)

@@ -21,7 +21,7 @@ TURNS = 12
 
 
 def padded(task):
-    explore = [{"name": "list_files", "arguments": {}}, {"name": "run_tests", "arguments": {}}]
+    explore = [{"name": "list_files", "arguments": {}}, {"name": "run_visible_tests", "arguments": {}}]
     calls = [explore[i % 2] for i in range(TURNS - len(task["golden"]))] + task["golden"]
     return [render_call(ToolCall(c["name"], c["arguments"])) for c in calls]
 
@@ -52,7 +52,7 @@ def test_golden_trajectories_solve_through_the_turn_stages(tmp_path):
         assert (row["reward_raw"], row["verdict"], row["episode_end"]) == (1.0, "pass", "submitted"), row
         assert len(row["turns"]) == TURNS and row["response"] == task["answer"]
         assert row["turns"][0]["action"].startswith('<tool_call>{"name": "list_files"')
-        tests = [t for t in row["turns"] if '"run_tests"' in t["action"]]
+        tests = [t for t in row["turns"] if '"run_visible_tests"' in t["action"]]
         assert tests[-1]["reward"] == 1.0 and tests[0]["reward"] < 1.0  # fixed by the edits
 
 

@@ -41,10 +41,10 @@ def play(sandbox, calls, max_tool_calls):
 
 def test_calls_past_the_limit_are_refused_and_submit_still_ends(sandbox):
     fix = ("edit_file", {"path": "calc/ops.py", "old": "-sum", "new": "sum"})
-    calls = [("list_files", {}), ("read_file", {"path": "calc/ops.py"}), fix, ("submit", {})]
+    calls = [("list_files", {}), ("read_file", {"path": "calc/ops.py"}), fix, ("submit_changes", {})]
     limited = play(sandbox, calls, max_tool_calls=2)
     observations = [t["observation"] for t in limited.turns]
-    assert observations[2] == "error: no tool calls left (2 made): submit your answer"
+    assert observations[2] == "error: no tool calls left (2 made): end the episode with submit_changes"
     assert limited.turns[2]["tool_error"] and limited.turns[2]["exit_code"] is None  # nothing ran
     assert limited.episode.end == "submitted" and "calc/ops.py" not in end_episode(limited).response
     free = play(sandbox, calls, max_tool_calls=0)

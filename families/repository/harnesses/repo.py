@@ -381,7 +381,7 @@ def visible_counts(paths, budget_s, log_bytes):
 PLAN_TESTS = {}
 TOOLS = {"list_files": tool_list, "read_file": tool_read, "search": tool_search,
          "edit_file": tool_edit, "write_file": tool_write, "apply_patch": tool_patch,
-         "run_shell": tool_shell, "run_tests": tool_tests}
+         "run_shell": tool_shell, "run_visible_tests": tool_tests}
 
 
 def rebuild(plan):

@@ -48,11 +48,11 @@ def test_an_episode_reads_edits_tests_and_submits_its_diff(sandbox):
     assert read.observation.endswith("4|         s -= x")
     found = step(TASK, state, "search", sandbox, pattern=r"s \-= x")
     assert found.observation == "calc/ops.py:4: s -= x"
-    failing = step(TASK, state, "run_tests", sandbox)
+    failing = step(TASK, state, "run_visible_tests", sandbox)
     assert "FAIL tests/test_ops.py::test_total" in failing.observation and failing.reward == 0.0
     edited = step(TASK, state, "edit_file", sandbox, path="calc/ops.py", old="s -= x", new="s += x")
     assert edited.state["changes"] == {"calc/ops.py": FIXED}  # the change, never the tree
-    passing = step(TASK, edited.state, "run_tests", sandbox)
+    passing = step(TASK, edited.state, "run_visible_tests", sandbox)
     assert passing.reward == 1.0 and passing.state["changes"] == edited.state["changes"]
     shell = step(TASK, passing.state, "run_shell", sandbox,
                  command="python -c 'print(6*7)' && echo note > NOTES.md && rm calc/__init__.py")
@@ -60,14 +60,14 @@ def test_an_episode_reads_edits_tests_and_submits_its_diff(sandbox):
     assert shell.state["changes"] == {"calc/ops.py": FIXED, "NOTES.md": "note\n", "calc/__init__.py": None}
     undone = step(TASK, shell.state, "run_shell", sandbox, command="rm NOTES.md && touch calc/__init__.py")
     assert undone.state["changes"] == {"calc/ops.py": FIXED}  # back to the snapshot: no change
-    done = step(TASK, undone.state, "submit", sandbox)
+    done = step(TASK, undone.state, "submit_changes", sandbox)
     assert done.done == "submitted"
     diff = DOMAIN.final_response(TASK, done.state)
     assert diff.startswith("diff --git a/calc/ops.py b/calc/ops.py") and "+        s += x" in diff
     verdict = score(sandbox, diff)
     assert (verdict.reward, verdict.verdict, verdict.exploit_suspected) == (1.0, "pass", False)
     assert [line.split(" ")[0] for line in done.state["log"]] == [
-        "edit_file", "run_tests", "run_shell", "run_shell"]
+        "edit_file", "run_visible_tests", "run_shell", "run_shell"]
 
 
 def test_bad_calls_are_error_observations_and_change_nothing(sandbox):
@@ -77,7 +77,7 @@ def test_bad_calls_are_error_observations_and_change_nothing(sandbox):
             ("edit_file", {"path": "calc/ops.py", "old": "s", "new": "t"}, "occurs 5 times"),
             ("apply_patch", {"patch": "--- a/calc/ops.py\n+++ b/calc/ops.py\n@@ -1 +1 @@\n-nope\n+x\n"}, "calc/ops.py"),
             ("search", {"pattern": "("}, "not a regular expression"),
-            ("run_tests", {"paths": ["calc/ops.py"]}, "not a visible test file")]:
+            ("run_visible_tests", {"paths": ["calc/ops.py"]}, "not a visible test file")]:
         got = step(TASK, state, name, sandbox, **arguments)
         assert got.observation.startswith("error:") and says in got.observation, (name, got.observation)
         assert got.state["changes"] == {}

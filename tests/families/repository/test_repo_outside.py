@@ -30,7 +30,7 @@ def episode(sandbox, calls):
                            temperature=1.0, mode="train")
     attempt = start_episode(attempt, len(calls) + 1)
     runner = ToolRunner(sandbox)
-    for call in [*calls, {"name": "submit", "arguments": {}}]:
+    for call in [*calls, {"name": "submit_changes", "arguments": {}}]:
         action = render_call(ToolCall(call["name"], call["arguments"]))
         turn = {"action": action, "action_start": 0, "action_end": 0, "segment": 0}
         attempt = with_sample(attempt, {"turns": [*attempt.turns, turn], "episode": dict(attempt.episode)})
@@ -50,7 +50,7 @@ def test_a_clean_fix_with_scratch_writes_and_test_runs_earns_its_reward(repo_san
     not the model's writes outside the repository."""
     calls = [shell("echo y > $TMPDIR/notes && python -c 'import os, tempfile; tempfile.mkstemp(); "
                    "os.makedirs(os.path.expanduser(\"~/.cache/pip\"))' && echo done"),
-             FIX, {"name": "run_tests", "arguments": {}}]
+             FIX, {"name": "run_visible_tests", "arguments": {}}]
     live, scored = episode(repo_sandbox, calls)
     assert live.turns[0]["observation"].endswith("done\n\n[exit 0]")  # minimal images have no coreutils
     assert "outside" not in live.episode.state and scored.episode_flags == []

@@ -101,12 +101,12 @@ def test_every_kind_at_least_three_times(tasks):
 
 
 def test_golden_edits_reproduce_the_fix(tasks):
-    allowed = {"read_file", "search", "edit_file", "run_tests", "submit"}
+    allowed = {"read_file", "search", "edit_file", "run_visible_tests", "submit_changes"}
     for task in tasks:
         golden = task["golden"]
         assert {c["name"] for c in golden} <= allowed
-        assert golden[-2:] == [{"name": "run_tests", "arguments": {}},
-                               {"name": "submit", "arguments": {}}]
+        assert golden[-2:] == [{"name": "run_visible_tests", "arguments": {}},
+                               {"name": "submit_changes", "arguments": {}}]
         after = apply_golden(task["repo"]["files"], golden)
         for path, text in task["fixed_files"].items():
             assert after[path] == text

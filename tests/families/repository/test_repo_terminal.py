@@ -33,7 +33,7 @@ def test_the_suite_draws_every_kind_distinct_valid_tasks():
     distinct = {json.dumps([t["prompt"], t["answer"], t["repo"]], sort_keys=True) for t in drawn}
     assert len(distinct) >= 150
     assert all(json.loads(json.dumps(t)) == t for t in drawn)  # the task JSON round trip
-    assert all(c["name"] in {"read_file", "list_files", "search", *EDITS, "run_tests", "submit"}
+    assert all(c["name"] in {"read_file", "list_files", "search", *EDITS, "run_visible_tests", "submit_changes"}
                for t in drawn for c in t["golden"])
 
 
@@ -55,7 +55,7 @@ def test_a_hand_written_output_file_earns_nothing(sandbox, play):
                       if c["name"] == "run_shell")
         expected = task["hidden_tests"][0]["expect"][1]
         calls = [{"name": "write_file", "arguments": {"path": output, "content": expected}},
-                 {"name": "submit", "arguments": {}}]
+                 {"name": "submit_changes", "arguments": {}}]
         verdict, _, _ = play(task, sandbox, calls)
         assert verdict.reward == 0.0 and verdict.components["hidden_pass_rate"] == 0.0, task["task_id"]
 
@@ -68,7 +68,7 @@ def test_install_wheel_by_an_offline_pip_install_solves(sandbox, play):
         pip = (f"python3 -m pip install --no-index --no-build-isolation --target {target} "
                f"vendor/{pkg} 2>&1 | tail -2")
         calls = [{"name": "run_shell", "arguments": {"command": pip}},
-                 {"name": "run_tests", "arguments": {}}, {"name": "submit", "arguments": {}}]
+                 {"name": "run_visible_tests", "arguments": {}}, {"name": "submit_changes", "arguments": {}}]
         verdict, state, _ = play(task, sandbox, calls)
         assert verdict.reward == 1.0, (task["task_id"], verdict)
         assert any(p.startswith(f"{target}/{pkg}-") and p.endswith("dist-info/RECORD") for p in state["changes"])
