@@ -2,8 +2,9 @@
 
 A domain is a module of a task family (families/<family>/) that subclasses Domain (or
 EpisodeDomain, domains/episodes.py, for tasks worked on over several turns with tools) and
-registers it with `register_domain` (domains/registry.py). SandboxNeeds says what its programs need of the sandbox; ToolSpec is one
-tool a multi-turn domain offers; Step is what one action did (SkyRL's `BaseTextEnv.step` output).
+registers it with `register_domain` (domains/registry.py). SandboxNeeds says what its programs
+need of the sandbox; ToolSpec is one tool a multi-turn domain offers; Step is what one action did
+(SkyRL's `BaseTextEnv.step` output).
 A single-turn task is the one-step episode: its `step` runs the answer's program once and ends.
 Every sandbox call goes through domains/tool_runner.py.
 """
