@@ -82,6 +82,7 @@ def test_a_planted_import_is_caught(tmp_path):
         "import torch\nimport apache_beam as beam\n\n\ndef f():\n    from flywheel.cli import main\n")
     (tmp_path / "sandbox" / "leak.py").write_text("from flywheel.domains.registry import get_domain\n")
     (tmp_path / "schemas" / "leak.py").write_text("import pyarrow\nimport numpy\n")
+    (tmp_path / "verifiers" / "leak.py").write_text("from flywheel.families.regex.matcher import compile_regex\n")
     (tmp_path / "transforms" / "plain.py").write_text("import json\n")
     assert sorted(violations(tmp_path)) == [
         "sandbox/leak.py:1: imports flywheel.domains.registry (sandbox/ may import registry, web)",
@@ -89,6 +90,8 @@ def test_a_planted_import_is_caught(tmp_path):
         "trainer/leak.py:2: imports apache_beam (trainer/: no Beam)",
         "trainer/leak.py:6: imports flywheel.cli (trainer/ may import policy, registry, schemas)",
         "transforms/plain.py: no Beam import (transforms/ holds Beam code only)",
+        "verifiers/leak.py:1: imports flywheel.families.regex.matcher (verifiers/ may import domains, "
+        "registry, sandbox, schemas)",
     ]
 
 
