@@ -19,7 +19,7 @@ import tempfile
 import pyarrow.fs as pafs
 from rich.markup import escape
 
-from flywheel.schemas.uris import resolve_uri
+from flywheel.schemas.storage import resolve_uri
 
 # torch and Beam (checkpoints, the run's layout) are imported where used: `flywheel --help` and
 # the other commands start without them.
@@ -58,7 +58,7 @@ def export_checkpoint(run_dir: str, iteration: int | str, out: str) -> dict:
     a missing run or iteration, a non-empty `out`, or a backend without a Hugging Face format."""
     from flywheel.loop.layout import RunLayout
     from flywheel.policy.checkpoint import load_checkpoint
-    from flywheel.policy.checkpoint_files import join
+    from flywheel.schemas.storage import join
     from flywheel.policy.backends import POLICIES
 
     layout = RunLayout(run_dir)

@@ -36,7 +36,7 @@ from flywheel.feedback.interaction_formats import (PAYLOAD_CHARS, FormatProblem,
                                                     interaction_record, parse_record,
                                                     read_lines, recorder_rows)
 from flywheel.feedback.interaction_privacy import dotted, drop_fields, redact
-from flywheel.schemas.uris import resolve_uri
+from flywheel.schemas.storage import resolve_uri
 from flywheel.schemas.write import table_file, write_rows
 
 OUTPUTS = ("tasks", "sft", "pairs")

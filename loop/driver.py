@@ -26,7 +26,7 @@ from flywheel.loop.run_sandbox import not_for_a_run_to_choose
 from flywheel.feedback.review_rewards import review_before_update
 from flywheel.policy.backends import POLICIES
 from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
-from flywheel.policy.checkpoint_files import join, read_file
+from flywheel.schemas.storage import join, read_file
 from flywheel.schemas import SCHEMA_VERSION, TABLES
 from flywheel.trainer.train import train_iteration
 from flywheel.transforms.policy_model import close_worker_model

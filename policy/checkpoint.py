@@ -13,22 +13,15 @@ digest of the policy that sampled it and the trainer refuses rows of any other, 
 silently sampled a stale policy is caught. Loading recomputes it from the weights actually loaded
 and refuses a checkpoint whose files no longer match what was saved.
 """
+import hashlib
+import io
 import json
 from dataclasses import dataclass
 
 import torch
 
-from flywheel.policy.checkpoint_files import (
-    delete_file,
-    file_exists,
-    join,
-    load_torch,
-    make_dirs,
-    read_file,
-    save_torch,
-    state_digest,
-    write_file,
-)
+from flywheel.schemas.storage import (delete_file, file_exists, join, make_dirs, read_file,
+                                      write_file)
 from flywheel.policy.backends import POLICIES, backend_name
 from flywheel.policy.policy import Policy
 
@@ -105,3 +98,25 @@ def recorded_digest(uri: str) -> str | None:
 def checkpoint_exists(uri: str) -> bool:
     """True when `uri` holds a complete checkpoint (its config.json is written)."""
     return file_exists(join(uri, "config.json"))
+
+
+def state_digest(state: dict) -> str:
+    """"sha256:<hex>" over a state dict: each entry's name, dtype, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(state.items()):
+        t = tensor.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"{name}\0{t.dtype}\0{tuple(tensor.shape)}\0".encode())
+        h.update(t.view(torch.uint8).numpy())
+    return "sha256:" + h.hexdigest()
+
+
+def save_torch(uri: str, obj) -> None:
+    """torch.save of `obj` (a state_dict) to `uri`."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    write_file(uri, buf.getvalue())
+
+
+def load_torch(uri: str, device: str | torch.device = "cpu"):
+    """A state_dict saved by `save_torch`, its tensors on `device` (weights only: no pickled code)."""
+    return torch.load(io.BytesIO(read_file(uri)), map_location=device, weights_only=True)

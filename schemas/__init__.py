@@ -3,7 +3,7 @@
 from flywheel.schemas.read import check_file_version, read_table, table_dataset
 from flywheel.schemas.tables import (ERRORS, METRICS, PARTITION_COLUMNS, SCHEMA_VERSION, TABLES,
                                      TRAJECTORIES, file_schema)
-from flywheel.schemas.uris import resolve_uri
+from flywheel.schemas.storage import resolve_uri
 from flywheel.schemas.validation import (SchemaVersionError, check_file_metadata, check_version,
                                          rows_to_file_table, validate_table)
 

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from flywheel.schemas.tables import PARTITION_COLUMNS, TABLES
-from flywheel.schemas.uris import resolve_uri
+from flywheel.schemas.storage import resolve_uri
 from flywheel.schemas.validation import check_file_metadata, check_version
 
 

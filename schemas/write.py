@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 import pyarrow.parquet as pq
 
 from flywheel.schemas.tables import PARTITION_COLUMNS
-from flywheel.schemas.uris import resolve_uri
+from flywheel.schemas.storage import resolve_uri
 from flywheel.schemas.validation import rows_to_file_table
 
 

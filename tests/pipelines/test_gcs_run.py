@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from flywheel.schemas.uris import resolve_uri
+from flywheel.schemas.storage import resolve_uri
 
 RUN = ["--iterations", "2", "--policy", "standin", "--domains", "add,pyexpr", "--tasks-per-domain", "3",
        "--heldout-per-domain", "2", "--n-samples", "2", "--seed", "5"]

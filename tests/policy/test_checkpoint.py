@@ -44,7 +44,7 @@ def test_without_optimizer_and_missing(tmp_path):
 
 def test_relative_uris_between_checkpoints_on_any_filesystem(tmp_path):
     """How a LoRA checkpoint names the base another checkpoint of its run holds."""
-    from flywheel.policy.checkpoint_files import relative_uri, resolve
+    from flywheel.schemas.storage import relative_uri, resolve
     for root in ("gs://bucket/runs/r", str(tmp_path / "r")):
         base, later = f"{root}/checkpoints/initial/hf", f"{root}/checkpoints/iteration=3"
         assert relative_uri(base, later) == "../initial/hf"

@@ -13,7 +13,7 @@ import torch
 from flywheel.schemas import file_schema, read_table, rows_to_file_table
 from flywheel.policy.checkpoint import (CheckpointDigestError, load_checkpoint, policy_digest,
                                          save_checkpoint)
-from flywheel.policy.checkpoint_files import save_torch
+from flywheel.policy.checkpoint import save_torch
 from flywheel.policy.backends import create_policy
 from flywheel.trainer.train import StalePolicyError, train_iteration
 from flywheel.trainer.train_step import TrainConfig

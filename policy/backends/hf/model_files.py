@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 
-from flywheel.schemas.uris import resolve_uri
-from flywheel.policy.checkpoint_files import join
+from flywheel.schemas.storage import join, resolve_uri
 
 
 def cache_root() -> Path:

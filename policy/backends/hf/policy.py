@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from flywheel.policy.checkpoint_files import join, relative_uri, resolve, state_digest
+from flywheel.policy.checkpoint import state_digest
+from flywheel.schemas.storage import join, relative_uri, resolve
 from flywheel.policy.backends import POLICIES
 from flywheel.policy.backends.hf import chat_turns, logprobs
 from flywheel.policy.backends.hf.model_files import (

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 import torch
 
-from flywheel.policy.checkpoint_files import join, load_torch, save_torch
+from flywheel.policy.checkpoint import load_torch, save_torch
+from flywheel.schemas.storage import join
 from flywheel.policy.backends import POLICIES
 from flywheel.policy.backends.tiny import tokens
 from flywheel.policy.backends.tiny.model import (
