@@ -40,10 +40,11 @@ SUBMIT = ToolSpec("submit", "Submit your final answer; the episode ends and it i
 RUN_CODE = ToolSpec("run_code", "Run a Python program; shows its output and errors.", {
     "type": "object", "required": ["code"], "additionalProperties": False,
     "properties": {"code": CODE}})
-# a path relative to the working directory: letters, digits and `_.-/`, no `..` part (so a
-# family may quote it in a shell line), at most 300 characters
+# a path relative to the working directory: not absolute, no `..` part, no NUL, line break or
+# other control character (a real repository's names may hold spaces, `+` or `@`: a family that
+# writes it into a shell line quotes it), at most 300 characters
 PATH = {"type": "string", "maxLength": 300,
-        "pattern": r"^(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_.-][A-Za-z0-9_./-]*$"}
+        "pattern": r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\x00-\x1f\x7f]+$"}
 RUN_SHELL = ToolSpec("run_shell", "Run a bash command in the working directory; shows its output "
                      "and exit status. Files it writes stay for the next command.", {
     "type": "object", "required": ["command"], "additionalProperties": False,

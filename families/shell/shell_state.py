@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shlex
 import string
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from flywheel.domains.report_channel import harness_report
 from flywheel.domains.tools import RUN_SHELL, SUBMIT, WRITE_FILE
 
 HARNESS = (Path(__file__).resolve().parent / "harnesses" / "shell.py").read_text()
+SHELL_SAFE = re.compile(r"[A-Za-z0-9_./-]+")  # written as '{path}', as before; anything else shlex-quoted
 REPORT_MARKER = "FLYWHEEL-SHELL "  # starts the harness's report line; the verifier looks for it
 _BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.S | re.I)
 
@@ -116,7 +118,8 @@ class ShellDomain(EpisodeDomain):
             delimiter = f"FLYWHEEL_EOF_{len(state['answer'])}"
             while delimiter in content:
                 delimiter += "_"
-            line = (f"mkdir -p \"$(dirname '{path}')\" && cat > '{path}' <<'{delimiter}'\n"
+            quoted = f"'{path}'" if SHELL_SAFE.fullmatch(path) else shlex.quote(path)
+            line = (f"mkdir -p \"$(dirname {quoted})\" && cat > {quoted} <<'{delimiter}'\n"
                     f"{content}\n{delimiter}\n")
             return Step(f"wrote {path}", {"files": {**state["files"], path: content + "\n"},
                                           "answer": state["answer"] + line})

@@ -3,10 +3,11 @@ real in the sandbox; the episode's commands are its answer, scored from the task
 
 import random
 
+import pytest
 
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
-from flywheel.domains.tools import ToolCall
+from flywheel.domains.tools import ToolCall, ToolCallError, parse_action, render_call
 from flywheel.loop.warm_start import demonstrated
 from flywheel.policy.backends import create_policy
 from flywheel.policy.backends.tiny import tokens
@@ -71,3 +72,18 @@ def test_write_file_changes_the_state_and_the_answer_writes_it_too(sandbox):
     answer = DOMAIN.final_response(task, listed.state)
     verdict = get_verifier("shell_state")(task, answer, DOMAIN.run(sandbox, task, answer))
     assert verdict.reward == 1.0
+
+
+def test_a_path_of_any_printable_name_is_written_by_the_answer_script_too(sandbox):
+    """write_file takes what a real tree names (spaces, quotes, `+`, `@`); the answer script quotes it,
+    so replaying the script writes the very file the state holds."""
+    task = DOMAIN.make_task("train", 2, seed=0)
+    path, content = "my dir/it's +x@1.txt", "a b 'c' $HOME"
+    state = DOMAIN.start_state(task)
+    step = DOMAIN.observe_call(task, state, ToolCall("write_file", {"path": path, "content": content}), None)
+    assert step.state["files"][path] == content + "\n"
+    script = step.state["answer"] + "cat -- \"my dir/it's +x@1.txt\"\n"
+    assert run_shell(task, state, script, sandbox).observation == content + "\n"
+    for bad in ("/etc/passwd", "../up", "a/../../b", "line\nbreak", "nul\x00"):
+        with pytest.raises(ToolCallError):
+            parse_action(render_call(ToolCall("write_file", {"path": bad, "content": "x"})), DOMAIN.tools, "run_shell")
