@@ -51,7 +51,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from flywheel.pipelines.cli import main as flywheel
+    from flywheel.cli.main import main as flywheel
     from flywheel.loop.layout import RunLayout
     from flywheel.policy.checkpoint import recorded_digest
     run_dir = tempfile.mkdtemp(prefix="bench-engine-loads-")
