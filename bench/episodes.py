@@ -29,7 +29,10 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.policy.rollout_engine import engine_for
+
+SETTINGS = EpisodeSettings(max_turns=3)  # the episodes every measurement here runs
 
 DOMAINS = ("fix_function", "shell_pick")
 
@@ -43,7 +46,7 @@ def episodes(n: int, seed: int = 0):
     attempts = [a for t in tasks for a in expand_task(
         t, run_id="bench", iteration=0, policy_version=0, seed=seed, n_samples=4,
         temperature=1.0, mode="train")]
-    return [start_episode(a, run_max_turns=3) for a in attempts]
+    return [start_episode(a, SETTINGS) for a in attempts]
 
 
 def one_at_a_time(policy, live, backend) -> list:
@@ -52,8 +55,8 @@ def one_at_a_time(policy, live, backend) -> list:
     done, runner = [], ToolRunner(backend)
     for attempt in live:
         while not attempt.episode.end:
-            attempt = with_sample(attempt, generate_turn_batch(policy, [attempt], engine_for(policy, local=True))[0])
-            attempt, _ = act(attempt, runner)
+            attempt = with_sample(attempt, generate_turn_batch(policy, [attempt], engine_for(policy, local=True), SETTINGS)[0])
+            attempt, _ = act(attempt, runner, SETTINGS)
         done.append(end_episode(attempt))
     return done
 
@@ -64,8 +67,8 @@ def turn_batched(policy, live, backend, workers: int = 4) -> list:
     done, runner = [], ToolRunner(backend)
     with ThreadPoolExecutor(workers) as pool:
         while live:
-            sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live, engine_for(policy, local=True)))]
-            acted = list(pool.map(lambda a: act(a, runner)[0], sampled))
+            sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live, engine_for(policy, local=True), SETTINGS))]
+            acted = list(pool.map(lambda a: act(a, runner, SETTINGS)[0], sampled))
             done += [end_episode(a) for a in acted if a.episode.end]
             live = [a for a in acted if not a.episode.end]
     return done
@@ -77,7 +80,7 @@ def beam_stages(live, policy_dir: str) -> int:
     from flywheel.transforms.policy_model import PolicyModelHandler
     handler = PolicyModelHandler(policy_dir, backend="tiny", init_seed=0)
     p = beam.Pipeline()
-    _ = p | beam.Create([a.replace(episode=None) for a in live]) | Episodes(handler, 3, 3, "local")
+    _ = p | beam.Create([a.replace(episode=None) for a in live]) | Episodes(handler, 3, SETTINGS, "local")
     result = p.run()
     result.wait_until_finish()
     ends = ("solved", "submitted", "max_turns", "budget", "failed")  # end_episode's counters

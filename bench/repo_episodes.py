@@ -34,6 +34,7 @@ import time
 
 from rich.console import Console
 from rich.table import Table
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.policy.rollout_engine import engine_for
 
 DOMAIN_NAME = "repo_bugs"
@@ -132,7 +133,7 @@ def episodes_of(drawn: list[dict], turns: int, seed: int):
         t, run_id="bench", iteration=0, policy_version=0, seed=seed, n_samples=1,
         temperature=1.0, mode="train")]
     get_domain(DOMAIN_NAME)
-    return [start_episode(a, run_max_turns=turns) for a in attempts]
+    return [start_episode(a, EpisodeSettings(max_turns=turns)) for a in attempts]
 
 
 def speed(n: int, turns: int, seed: int, console: Console) -> None:
@@ -193,12 +194,12 @@ def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> No
     with get_backend("local") as backend:
         runner = ToolRunner(backend)
         for strategy in ("full", "cut", "anchored", "summarize"):
-            live = [start_episode(a, turns, token_budget=budget, context=strategy, keep_turns=4)
-                    for a in episodes_of(drawn, turns, seed)]
+            settings = EpisodeSettings(max_turns=turns, tokens=budget, context=strategy, keep_turns=4)
+            live = [start_episode(a, settings) for a in episodes_of(drawn, turns, seed)]
             done = []
             while live:
-                sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live, engine_for(policy, local=True)))]
-                acted = [act(a, runner)[0] for a in sampled]
+                sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live, engine_for(policy, local=True), settings))]
+                acted = [act(a, runner, settings)[0] for a in sampled]
                 done += [a for a in acted if a.episode.end]
                 live = [a for a in acted if not a.episode.end]
             solved = contexts_seen = longest = budget_ends = summary_ids = 0
@@ -223,15 +224,15 @@ def model(n: int, turns: int, seed: int, name: str, context: str, console: Conso
           budget: int = 0, model_context: int = 2048) -> None:
     """A real model on repository episodes through the Beam rollout: well-formed calls, solved."""
     from apache_beam.options.pipeline_options import PipelineOptions
-    from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
-    from flywheel.pipelines.layout import RunLayout
+    from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+    from flywheel.loop.layout import RunLayout
     from flywheel.pipelines.rollout import IterationSpec, run_rollout
     run_dir = tempfile.mkdtemp(prefix="bench-repo-model-")
     config = RunConfig(seed=seed, policy=PolicySpec("hf", model=name, options=(f"context={model_context}",)),
                        rollout=RolloutSettings(domains=(DOMAIN_NAME,), tasks_per_domain=n,
-                                               heldout_per_domain=0, n_samples=2, max_turns=turns,
-                                               context=context, observation_chars=1500,
-                                               episode_tokens=budget))
+                                               heldout_per_domain=0, n_samples=2),
+                       episode=EpisodeSettings(max_turns=turns, context=context, observation_chars=1500,
+                                               tokens=budget))
     start = time.perf_counter()
     run_rollout(config, IterationSpec("bench", 0, 0, None), RunLayout(run_dir),
                 PipelineOptions(["--runner=DirectRunner"]))
@@ -265,13 +266,14 @@ def model(n: int, turns: int, seed: int, name: str, context: str, console: Conso
 def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: int,
                  beam_args: list[str]) -> str:
     from apache_beam.options.pipeline_options import PipelineOptions
-    from flywheel.pipelines.config import PolicySpec, RolloutSettings, RunConfig
-    from flywheel.pipelines.layout import RunLayout
+    from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+    from flywheel.loop.layout import RunLayout
     from flywheel.pipelines.rollout import IterationSpec, run_rollout
     run_dir = os.path.join(folder, name)
     config = RunConfig(seed=seed, policy=PolicySpec("scripted", options=(f"script={script}",)),
                        rollout=RolloutSettings(domains=(DOMAIN_NAME,), tasks_per_domain=n,
-                                               heldout_per_domain=0, n_samples=1, max_turns=turns))
+                                               heldout_per_domain=0, n_samples=1),
+                       episode=EpisodeSettings(max_turns=turns))
     run_rollout(config, IterationSpec("bench", 0, 0, None), RunLayout(run_dir),
                 PipelineOptions(["--runner=DirectRunner", *beam_args]))
     return run_dir

@@ -31,6 +31,8 @@ EVAL_HELP = "evaluate a model or a run's checkpoint: pass@k, maj@N, best-of-N"
 DEFAULT_TASKS = 50  # held-out tasks per domain when --heldout-per-domain is not given
 GRID_AXES = {"n": int, "temperature": float, "max_turns": int, "max_tool_calls": int,
              "episode_tokens": int}  # an axis of --grid, and its values' type
+GRID_KEYS = {"temperature": "rollout.temperature", "max_turns": "episode.max_turns",
+             "max_tool_calls": "episode.max_tool_calls", "episode_tokens": "episode.tokens"}
 
 
 def eval_parser() -> argparse.ArgumentParser:
@@ -68,10 +70,13 @@ def grid_cells(items: list[str]) -> list[dict]:
 
 
 def cell_config(config, cell: dict):
-    """`config` with a grid cell's rollout settings (its n is the evaluation's, not the config's)."""
+    """`config` with a grid cell's settings (its n is the evaluation's, not the config's)."""
     from flywheel.loop.config import RunConfig
     values = config.to_dict()
-    values["rollout"].update({k: v for k, v in cell.items() if k != "n"})
+    for axis, value in cell.items():
+        if axis in GRID_KEYS:
+            table, key = GRID_KEYS[axis].split(".")
+            values[table][key] = value
     return RunConfig.from_dict(values)
 
 
@@ -143,9 +148,8 @@ def ks_of(text: str, n: int) -> list[int]:
 
 
 def default_name(config, n: int, temperature: float) -> str:
-    r = config.rollout
-    return (f"n={n},t={temperature:g},turns={r.max_turns},calls={r.max_tool_calls},"
-            f"tokens={r.episode_tokens}")
+    e = config.episode
+    return f"n={n},t={temperature:g},turns={e.max_turns},calls={e.max_tool_calls},tokens={e.tokens}"
 
 
 def run(argv: list[str], console: Console) -> int:

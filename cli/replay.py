@@ -134,15 +134,14 @@ def run(args, console) -> int:
         if row["episode_end"] is None:
             raise ReplayError(f"{args.trajectory} is a single-turn attempt: nothing to replay")
         task = find_task(config, row)
-    except ReplayError as e:
+    except ValueError as e:  # ReplayError, or a run.json key that moved
         console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         return 2
-    r = config.rollout
     backend = get_backend(backend_name, **backend_options)
     differ = 0
     try:
         for number, tool, recorded, replayed in replay_turns(task, row["turns"], backend,
-                                                             r.observation_chars):
+                                                             config.episode.observation_chars):
             same = recorded == replayed
             differ += not same
             console.print(f"turn {number} [bold]{tool or 'malformed call'}[/] "

@@ -34,20 +34,17 @@ SOLVED, MAX_TURNS, BUDGET, FAILED = "solved", "max_turns", "budget", "failed"
 @dataclass(frozen=True)
 class EpisodeState:
     """A live episode between two turns, as its attempt record carries it (`Attempt.episode`):
-    the turn number and the most it may take, the domain's state, the tools shown to the policy,
-    the run's token budget and observation size, the observation to show next, and how it ended
-    (None while live). Change it with `replace`, never in place."""
+    the turn number and the most it may take (its domain's), the domain's state, the tools shown
+    to the policy, the observation to show next, and how it ended (None while live). Only what
+    differs per episode: the run's settings (budget, context, observation size, tool-call limit)
+    are `EpisodeSettings` (domains/episode_settings.py), given to the stages once. Change it with
+    `replace`, never in place."""
     turn: int
     max_turns: int
     state: dict[str, Any]
     tools: list[dict[str, Any]]
-    token_budget: int = 0
-    observation_chars: int = 2000
     observation: str | None = None
     end: str | None = None
-    context: str = "full"             # the run's context strategy (transforms/context_strategies.py)
-    keep_turns: int = 4               # ... and the last turns it keeps whole
-    max_tool_calls: int = 0           # tool calls it may make besides submit (0: as many as turns)
 
     def replace(self, **changes) -> EpisodeState:
         return dataclasses.replace(self, **changes)

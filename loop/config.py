@@ -1,8 +1,9 @@
 """The run configuration: one frozen dataclass per concern, with defaults that work offline.
 
-`[algorithm]` (trainer/algorithm.py) holds what earlier versions kept under other tables:
-`MOVED_KEYS` maps those keys to their new home, so a run.json written before the move still
-loads (and resumes) with the settings it was started with.
+Keys that moved are refused where they were, naming their new home (`RENAMED_KEYS`): `[algorithm]`
+(trainer/algorithm.py) holds what `[rollout]` and `[train]` once held, `[episode]`
+(domains/episode_settings.py) what `[rollout]` held of episodes. A config file or a run.json
+written before a move says which key to rename; nothing is read silently from its old place.
 """
 
 from __future__ import annotations
@@ -10,13 +11,28 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.registry import DEFAULT_DOMAINS
 from flywheel.loop.option_items import parse_options  # noqa: F401 (its home for callers)
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.train_step import TrainConfig
 
-MOVED_KEYS = {"rollout.advantage": "algorithm.advantage", "rollout.turn_discount": "algorithm.discount",
-              "train.loss": "algorithm.loss", "train.credit": "algorithm.credit"}
+RENAMED_KEYS = {"rollout.advantage": "algorithm.advantage", "rollout.turn_discount": "algorithm.discount",
+                "train.loss": "algorithm.loss", "train.credit": "algorithm.credit",
+                **{f"rollout.{old}": f"episode.{new}" for old, new in (
+                    ("max_turns", "max_turns"), ("domain_max_turns", "domain_max_turns"),
+                    ("episode_tokens", "tokens"), ("observation_chars", "observation_chars"),
+                    ("context", "context"), ("keep_turns", "keep_turns"),
+                    ("max_tool_calls", "max_tool_calls"))}}
+
+
+def renamed(dotted: str) -> str | None:
+    """The message refusing `dotted` when it is a key that moved (RENAMED_KEYS), else None."""
+    new = RENAMED_KEYS.get(dotted)
+    if new is None:
+        return None
+    table, key = new.split(".")
+    return f"`{dotted}` is now `{new}`: set it as `{key}` under [{table}] (or --set {new}=...)"
 
 
 @dataclass(frozen=True)
@@ -31,13 +47,6 @@ class RolloutSettings:
     sandbox: str = "local"
     sandbox_options: tuple[str, ...] = ()  # KEY=VALUE options of the backend, e.g. runtime=runsc
     max_batch_size: int = 256
-    max_turns: int = 0                    # turns per episode of a domain with tools; 0: each domain's own
-    domain_max_turns: tuple[str, ...] = ()  # DOMAIN=N: one domain's turns, over max_turns
-    episode_tokens: int = 0               # token budget of one episode (0: the policy's context)
-    observation_chars: int = 2000         # longer observations are cut in the middle, marked
-    context: str = "full"                 # a full context: full (end), cut, anchored, summarize
-    keep_turns: int = 4                   # turns cut/anchored/summarize contexts keep whole
-    max_tool_calls: int = 0               # tool calls per episode besides submit (0: no limit but turns)
     shards: int = 1                       # Parquet files per table partition, written in parallel
 
 
@@ -166,6 +175,7 @@ class RunConfig:
     seed: int = 0
     iterations: int = 8
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
+    episode: EpisodeSettings = field(default_factory=EpisodeSettings)
     algorithm: Algorithm = field(default_factory=Algorithm)
     warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -180,9 +190,12 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
-        """The config of `d` (RunConfig.to_dict()'s shape; keys of MOVED_KEYS read at their new
-        home, as a run.json written before the move holds them)."""
-        d = with_moved_keys(d)
+        """The config of `d` (RunConfig.to_dict()'s shape); ValueError naming a key that moved
+        (RENAMED_KEYS), e.g. in a run.json written before the move."""
+        for table, values in d.items():
+            for key in values if isinstance(values, dict) else ():
+                if message := renamed(f"{table}.{key}"):
+                    raise ValueError(message)
 
         def build(klass, values):
             kwargs = {}
@@ -197,28 +210,3 @@ class RunConfig:
                     kwargs[f.name] = v
             return klass(**kwargs)
         return build(cls, d)
-
-
-class MovedKeyConflict(ValueError):
-    """A moved key given at its old and its new home, with different values."""
-
-    def __init__(self, old: str, new: str, message: str):
-        super().__init__(message)
-        self.old, self.new = old, new
-
-
-def with_moved_keys(d: dict) -> dict:
-    """`d` with each key of MOVED_KEYS it holds moved to its new home (a copy; `d` is kept).
-    MovedKeyConflict when `d` holds a key at both homes with different values."""
-    d = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
-    for old, new in MOVED_KEYS.items():
-        (old_table, old_key), (new_table, new_key) = old.split("."), new.split(".")
-        if not isinstance(d.get(old_table), dict) or old_key not in d[old_table]:
-            continue
-        value = d[old_table].pop(old_key)
-        table = d.setdefault(new_table, {})
-        if new_key in table and table[new_key] != value:
-            raise MovedKeyConflict(old, new, f"`{old}` moved to `{new}`; both are given, with "
-                                   f"different values ({value!r}, {table[new_key]!r})")
-        table[new_key] = value
-    return d

@@ -35,8 +35,8 @@ A `.yaml`/`.yml` file holds the same keys, nested as YAML mappings.
 
 The tables and keys are exactly `RunConfig`'s (loop/config.py); a key it does not have, or a
 value of the wrong type, is an error naming the key, the file and its line, before anything runs.
-A key that moved to `[algorithm]` (`config.MOVED_KEYS`, e.g. `train.loss`) is read at its new home;
-giving both with different values is an error.
+A key that moved (`config.RENAMED_KEYS`: `train.loss` to `[algorithm]`, `rollout.max_turns` to
+`[episode]`) is an error naming its new home.
 Flags given beside the file override it. `config_toml` writes the effective config back as TOML
 (`--print-config`), which this module reads again unchanged.
 """
@@ -53,7 +53,7 @@ import types
 import typing
 from dataclasses import dataclass
 
-from flywheel.loop.config import MOVED_KEYS, MovedKeyConflict, RunConfig, with_moved_keys
+from flywheel.loop.config import RunConfig, renamed
 
 FILE_ONLY_KEYS = ("run_dir",)
 BEAM_TABLE = "beam"
@@ -141,13 +141,6 @@ def read_config_file(path: str) -> ConfigFile:
     beam = data.pop(BEAM_TABLE, {})
     if not isinstance(beam, dict):
         raise fail(BEAM_TABLE, f"`{BEAM_TABLE}` must be a table of Beam pipeline options")
-    try:
-        data = with_moved_keys(data)
-    except MovedKeyConflict as e:
-        raise fail(e.old, str(e)) from None
-    for old, new in MOVED_KEYS.items():  # messages about a moved key name its line
-        if old in lines:
-            lines.setdefault(new, lines[old])
     values, keys = RunConfig().to_dict(), set()
     _merge(RunConfig, data, values, keys, "", fail)
     return ConfigFile(values, keys, run_dir, _beam_args(beam, fail), path, lines)
@@ -161,6 +154,8 @@ def _merge(klass, data: dict, into: dict, keys: set[str], prefix: str, fail) -> 
             raise fail(prefix + str(name), f"key {short_repr(name)}{f' in [{prefix[:-1]}]' if prefix else ''}"
                        " is not a name; keys are words like `n_samples`")
         dotted = prefix + name
+        if name not in names and (message := renamed(dotted)):
+            raise fail(dotted, message)
         if name not in names:
             known = names + (list(FILE_ONLY_KEYS) + [BEAM_TABLE] if not prefix else [])
             close = difflib.get_close_matches(name, known, n=1)

@@ -69,7 +69,10 @@ def open_run(layout: RunLayout, config: RunConfig, explicit: set[str]) -> tuple[
     """
     if layout.exists(layout.run_json):
         info = layout.read_json(layout.run_json)
-        stored = RunConfig.from_dict(info["config"])
+        try:
+            stored = RunConfig.from_dict(info["config"])
+        except ValueError as e:  # a key that moved since the run was started (config.RENAMED_KEYS)
+            raise RunConfigMismatch(f"{layout.run_json}: {e}") from None
         requested, kept = config.to_dict(), stored.to_dict()
         for key in sorted(explicit - {"iterations"}):
             want, have = _lookup(requested, key), _lookup(kept, key)

@@ -15,11 +15,11 @@ import argparse
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.domains.episodes import TurnLimits
 from flywheel.loop.config import RunConfig, parse_options
 from flywheel.loop.option_items import split_items
 from flywheel.loop.steering_plan import check_steering
 from flywheel.sandbox import available_backends, check_options
+from flywheel.transforms.context_strategies import CONTEXTS
 from flywheel.trainer.aggregation import AGGREGATIONS
 from flywheel.trainer.credit import ADVANTAGES, CREDITS
 from flywheel.trainer.losses import LOSSES
@@ -52,22 +52,22 @@ RUN_FLAGS = {
     "--sandbox-options": ("rollout.sandbox_options", LIST,
                           "comma-separated KEY=VALUE backend options, e.g. runtime=runsc; quote a "
                           "value that holds commas: KEY=\"a, b\""),
-    "--max-turns": ("rollout.max_turns", int, "turns per episode for domains with tools (0: each "
+    "--max-turns": ("episode.max_turns", int, "turns per episode for domains with tools (0: each "
                     "domain's default; python_tests tasks become multi-turn with test feedback)"),
-    "--domain-max-turns": ("rollout.domain_max_turns", LIST,
+    "--domain-max-turns": ("episode.domain_max_turns", LIST,
                            "comma-separated DOMAIN=N: turns per episode of one domain with tools, "
                            "over --max-turns, e.g. fix_function=5,shell_pick=2"),
-    "--episode-tokens": ("rollout.episode_tokens", int,
+    "--episode-tokens": ("episode.tokens", int,
                          "token budget of one episode (0: the policy's context)"),
-    "--observation-chars": ("rollout.observation_chars", int,
+    "--observation-chars": ("episode.observation_chars", int,
                             "longest tool observation shown to the policy; the middle is cut"),
-    "--context": ("rollout.context", str, "what a long episode sees once its context is full: "
+    "--context": ("episode.context", str, "what a long episode sees once its context is full: "
                   "full (it ends, on budget), cut (older observations become a marker) or "
                   "anchored (the prompt, the domain's anchor such as a repository's diff, and the "
                   "last --keep-turns turns); each rebuild starts a new segment, trained as sampled"),
-    "--max-tool-calls": ("rollout.max_tool_calls", int, "tool calls an episode may make besides "
+    "--max-tool-calls": ("episode.max_tool_calls", int, "tool calls an episode may make besides "
                          "submit; past them a call is refused and the policy must answer (0: no limit)"),
-    "--keep-turns": ("rollout.keep_turns", int, "turns a cut, anchored or summarize context keeps whole"),
+    "--keep-turns": ("episode.keep_turns", int, "turns a cut, anchored or summarize context keeps whole"),
     "--turn-discount": ("algorithm.discount", float,
                         "per-turn returns (--credit turn) discount the episode's outcome by this "
                         "for each turn still to come"),
@@ -199,7 +199,8 @@ class FlywheelOptions(PipelineOptions):
         check_options(config.rollout.sandbox,
                       parse_options(config.rollout.sandbox_options, "--sandbox-options"))
         config.policy.parsed_options()
-        TurnLimits.from_settings(config.rollout.max_turns, config.rollout.domain_max_turns)
+        config.episode.limits()
+        CONTEXTS.get(config.episode.context)
         POLICIES.get(config.policy.backend)
         config.algorithm.check()
         config.evaluation.k_values()

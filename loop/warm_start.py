@@ -92,7 +92,7 @@ def warm_start(config: RunConfig, progress: Callable[[int, dict], None] | None =
                   for d in domains for i in range(ws.eval_tasks)]
     rng = random.Random(f"{seed}:warm_start")
     context = policy.context
-    limits = TurnLimits.from_settings(config.rollout.max_turns, config.rollout.domain_max_turns)
+    limits = config.episode.limits()
     history, step, pass_rates, retired = [], 0, {}, set()
     for step in range(1, ws.max_steps + 1):
         prompts, answers, masks = [], [], []

@@ -24,7 +24,6 @@ from flywheel.loop.steering_plan import SamplingPlan
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.execute import Execute
-from flywheel.domains.episodes import TurnLimits
 from flywheel.domains.registry import generating_domains
 from flywheel.transforms.episodes import Episodes, is_multi_turn, turn_stages
 from flywheel.transforms.expand import Expand
@@ -145,15 +144,12 @@ def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler):
     output, whose `attempts` are scored, and the errors of every stage)."""
     r = config.rollout
     sandbox = dict(backend=r.sandbox, options=parse_options(r.sandbox_options))
-    limits = TurnLimits.from_settings(r.max_turns, r.domain_max_turns)
+    limits = config.episode.limits()
     stages, turn_errors = turn_stages(r.domains, limits), ()
     if stages > 1:  # multi-turn domains unroll their episodes; the others sample once
         single, multi = attempts | "ByTurns" >> beam.Partition(
             lambda a, n, m=limits: int(is_multi_turn(a, m)), 2)
-        episodes = multi | "Episodes" >> Episodes(
-            handler, stages, limits, **sandbox,
-            token_budget=r.episode_tokens, observation_chars=r.observation_chars,
-            context=r.context, keep_turns=r.keep_turns, max_tool_calls=r.max_tool_calls)
+        episodes = multi | "Episodes" >> Episodes(handler, stages, config.episode, **sandbox)
         generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
                      | "AllGenerated" >> beam.Flatten())
         turn_errors = (episodes[ERRORS_TAG],)

@@ -48,7 +48,7 @@ SUMMARY_REQUEST = ("[context full] Before your next action, summarize this episo
                    "Write only the summary; the earlier turns will be replaced by it.")
 ANCHOR_CHARS = 4000
 
-Strategy = Callable[["Policy", Attempt, int], "list[int] | None"]
+Strategy = Callable[["Policy", Attempt, int, int], "list[int] | None"]  # (policy, attempt, most, keep_turns)
 CONTEXTS: Registry[Strategy] = Registry("context strategy", home="flywheel.transforms.context_strategies")
 
 
@@ -77,15 +77,15 @@ def turn_ids(policy: Policy, attempt: Attempt, turns: list[dict], cut: int = 0) 
 
 
 @CONTEXTS.register("full")
-def full(policy: Policy, attempt: Attempt, most: int) -> list[int] | None:
+def full(policy: Policy, attempt: Attempt, most: int, keep_turns: int) -> list[int] | None:
     return None  # never rebuilt: the budget ends the episode
 
 
 @CONTEXTS.register("cut")
-def cut(policy: Policy, attempt: Attempt, most: int) -> list[int] | None:
+def cut(policy: Policy, attempt: Attempt, most: int, keep_turns: int) -> list[int] | None:
     """The first prompt and every action; the observations of all but the last keep_turns turns cut."""
-    turns, keep = attempt.turns, attempt.episode.keep_turns
-    for kept in range(min(keep, len(turns)), -1, -1):
+    turns = attempt.turns
+    for kept in range(min(keep_turns, len(turns)), -1, -1):
         ids = first_prompt(attempt) + turn_ids(policy, attempt, turns, cut=len(turns) - kept)
         if len(ids) <= most:
             return ids
@@ -93,12 +93,12 @@ def cut(policy: Policy, attempt: Attempt, most: int) -> list[int] | None:
 
 
 @CONTEXTS.register("anchored")
-def anchored(policy: Policy, attempt: Attempt, most: int) -> list[int] | None:
+def anchored(policy: Policy, attempt: Attempt, most: int, keep_turns: int) -> list[int] | None:
     """The first prompt, the domain's anchor, a marker, and the last keep_turns turns whole."""
     domain = get_domain(attempt.domain)
     anchor = cut_output(domain.context_anchor(attempt.task, attempt.episode.state), ANCHOR_CHARS)[0]
     turns = attempt.turns
-    for kept in range(min(attempt.episode.keep_turns, len(turns)), 0, -1):
+    for kept in range(min(keep_turns, len(turns)), 0, -1):
         head = OMITTED.format(n=len(turns) - kept) + ("\n" + anchor if anchor else "")
         ids = (first_prompt(attempt) + policy.encode_observation(head)
                + turn_ids(policy, attempt, turns[len(turns) - kept:]))
@@ -107,13 +107,14 @@ def anchored(policy: Policy, attempt: Attempt, most: int) -> list[int] | None:
     return None
 
 
-def summarized(policy: Policy, attempt: Attempt, most: int, summary: str) -> list[int] | None:
+def summarized(policy: Policy, attempt: Attempt, most: int, keep_turns: int,
+               summary: str) -> list[int] | None:
     """The first prompt, then SUMMARIZED with the policy's `summary` and the domain's anchor, then
     the last keep_turns turns whole."""
     anchor = cut_output(get_domain(attempt.domain).context_anchor(attempt.task, attempt.episode.state),
                         ANCHOR_CHARS)[0]
     turns = attempt.turns
-    for kept in range(min(attempt.episode.keep_turns, len(turns)), 0, -1):
+    for kept in range(min(keep_turns, len(turns)), 0, -1):
         head = "\n".join(filter(None, [SUMMARIZED.format(n=len(turns) - kept), summary.strip(), anchor]))
         ids = (first_prompt(attempt) + policy.encode_observation(head)
                + turn_ids(policy, attempt, turns[len(turns) - kept:]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.episodes import MAX_TURNS, TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.records.attempt import Attempt
@@ -31,35 +32,24 @@ def is_multi_turn(attempt, limits: int | TurnLimits) -> bool:
 
 
 class Episodes(beam.PTransform):
-    """Attempts of multi-turn domains in; {"attempts": ended episodes, "errors": rows} out."""
+    """Attempts of multi-turn domains in; {"attempts": ended episodes, "errors": rows} out.
+    `settings`: the run's [episode] settings, handed once to the stages that read them."""
 
-    def __init__(self, handler: PolicyModelHandler, stages: int, run_max_turns: int | TurnLimits,
-                 backend: str,
-                 options: dict | None = None, token_budget: int = 0, observation_chars: int = 2000,
-                 context: str = "full", keep_turns: int = 4, max_tool_calls: int = 0):
+    def __init__(self, handler: PolicyModelHandler, stages: int, settings: EpisodeSettings,
+                 backend: str, options: dict | None = None):
         super().__init__()
-        self.handler, self.stages, self.run_max_turns = handler, stages, run_max_turns
+        self.handler, self.stages, self.settings = handler, stages, settings
         self.backend, self.options = backend, dict(options or {})
-        self.token_budget, self.observation_chars = token_budget, observation_chars
-        self.context, self.keep_turns, self.max_tool_calls = context, keep_turns, max_tool_calls
-        CONTEXTS.get(context)  # an unknown strategy fails as the pipeline is built, naming the known
-        if keep_turns < 1:
-            raise ValueError(f"--keep-turns must be >= 1, got {keep_turns}")
-        if max_tool_calls < 0:
-            raise ValueError(f"--max-tool-calls must be >= 0, got {max_tool_calls}")
+        CONTEXTS.get(settings.context)  # an unknown strategy fails as the pipeline is built, naming the known
 
     def _start(self, attempt):
-        started = start_episode(attempt, self.run_max_turns, self.token_budget,
-                                self.observation_chars, self.context, self.keep_turns,
-                                self.max_tool_calls)
-        return started.replace(episode=started.episode.replace(
-            max_turns=min(started.episode.max_turns, self.stages)))
+        return start_episode(attempt, self.settings, self.stages)
 
     def expand(self, attempts):
         live = attempts | "StartEpisodes" >> beam.Map(self._start).with_output_types(Attempt)
         done, errors = [], []
         for k in range(1, self.stages + 1):
-            out = live | f"Turn{k}" >> Turn(self.handler, self.backend, self.options)
+            out = live | f"Turn{k}" >> Turn(self.handler, self.settings, self.backend, self.options)
             done.append(out[DONE_TAG])
             errors.append(out[ERRORS_TAG])
             live = out["live"]

@@ -136,9 +136,15 @@ class PolicyModelHandler(ModelHandler[Attempt, PredictionResult, WorkerModel]):
         turns = [a.episode is not None for a in batch]
         if any(turns) and not all(turns):
             raise ValueError("a batch mixes live episodes and single-turn attempts")
-        outs = (generate_turn_batch if any(turns) else generate_batch)(policy, batch, engine)
+        outs = (generate_turn_batch(policy, batch, engine, (inference_args or {})["episode"])
+                if any(turns) else generate_batch(policy, batch, engine))
         return [PredictionResult(a, {**out, "checkpoint_digest": digest})
                 for a, out in zip(batch, outs)]
+
+    def validate_inference_args(self, inference_args):
+        """The Turn stages pass the run's episode settings (`{"episode": EpisodeSettings}`)."""
+        if inference_args and set(inference_args) != {"episode"}:
+            raise ValueError(f"unexpected inference_args {sorted(inference_args)}: only `episode`")
 
     def batch_elements_kwargs(self):
         # BatchElements grows batches from min_batch_size; starting at 1 wastes the first dozens

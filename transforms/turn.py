@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import apache_beam as beam
 from apache_beam.ml.inference.base import RunInference
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.episodes import BUDGET, FAILED, MAX_TURNS, EpisodeState, Step, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner, Unbuildable, cut_output
@@ -49,18 +50,14 @@ if TYPE_CHECKING:
 DONE_TAG = "done"
 
 
-def start_episode(attempt: Attempt, run_max_turns, token_budget: int = 0,
-                  observation_chars: int = 2000, context: str = "full",
-                  keep_turns: int = 4, max_tool_calls: int = 0) -> Attempt:
-    """A fresh episode for `attempt`: turn 0, the domain's start state and tools, the run's
-    context strategy (transforms/context_strategies.py)."""
+def start_episode(attempt: Attempt, settings: EpisodeSettings, stages: int | None = None) -> Attempt:
+    """A fresh episode for `attempt`: turn 0, the domain's start state and tools, and its turns
+    (the run's `settings`, at most `stages`, the Turn stages the pipeline unrolled)."""
     domain = get_domain(attempt.domain)
-    CONTEXTS.get(context)  # an unknown name fails here, listing the known ones
+    turns = turns_for(domain, settings.limits())
     return attempt.replace(episode=EpisodeState(
-        turn=0, max_turns=turns_for(domain, run_max_turns), state=domain.start_state(attempt.task),
-        tools=[t.to_dict() for t in domain.tools], token_budget=token_budget,
-        observation_chars=observation_chars, context=context, keep_turns=keep_turns,
-        max_tool_calls=max_tool_calls))
+        turn=0, max_turns=min(turns, stages) if stages else turns,
+        state=domain.start_state(attempt.task), tools=[t.to_dict() for t in domain.tools]))
 
 
 def tool_prompt_ids(policy: Policy, text: str, tools: list[dict]) -> list[int]:
@@ -78,9 +75,10 @@ def turn_seed(seed: int, turn: int) -> int:
     return (seed + 0x9E3779B97F4A7C15 * turn) % (1 << 63)
 
 
-def _context(policy: Policy, attempt: Attempt) -> tuple[list[int], dict, SummaryCall | None]:
+def _context(policy: Policy, attempt: Attempt, settings: EpisodeSettings
+             ) -> tuple[list[int], dict, SummaryCall | None]:
     """(the ids to continue, the token fields so far, a summary to ask for first) of a live
-    episode before its next action."""
+    episode before its next action, under the run's context strategy."""
     episode = attempt.episode
     if episode["turn"] == 0:
         prompt = tool_prompt_ids(policy, attempt.prompt, episode["tools"])
@@ -97,22 +95,22 @@ def _context(policy: Policy, attempt: Attempt) -> tuple[list[int], dict, Summary
               "response_mask": [*attempt.response_mask, *[0] * len(obs)], "turns": turns,
               "segments": attempt.segments}
     context = [*attempt.prompt_token_ids, *fields["response_token_ids"]]
-    if episode.context == "full":
+    if settings.context == "full":
         return context, fields, None
-    strategy = CONTEXTS.get(episode.context)
-    most = _limit(policy, attempt) - attempt.max_new_tokens - reserve(strategy, policy, attempt)
+    strategy, limit = CONTEXTS.get(settings.context), _limit(policy, settings)
+    most = limit - attempt.max_new_tokens - reserve(strategy, policy, attempt)
     if len(context) > most:  # no room left for a whole next action (and what the strategy keeps)
         if getattr(strategy, "summarizes", False):
-            return context, fields, summary_call(policy, attempt, fields, _limit(policy, attempt))
-        rebuilt = strategy(policy, attempt, most)
+            return context, fields, summary_call(policy, attempt, fields, limit)
+        rebuilt = strategy(policy, attempt, most, settings.keep_turns)
         if rebuilt is not None:
-            return rebuilt, new_segment(attempt, rebuilt, episode.context), None
+            return rebuilt, new_segment(attempt, rebuilt, settings.context), None
     return context, fields, None
 
 
-def _limit(policy: Policy, attempt: Attempt) -> int:
-    """The most ids an episode's context may hold: the policy's, or the run's --episode-tokens."""
-    return min(policy.context, attempt.episode.get("token_budget") or policy.context)
+def _limit(policy: Policy, settings: EpisodeSettings) -> int:
+    """The most ids an episode's context may hold: the policy's, or the run's episode.tokens."""
+    return min(policy.context, settings.tokens or policy.context)
 
 
 def _sample(policy: Policy, engine: RolloutEngine, batch: Sequence[Attempt],
@@ -132,7 +130,7 @@ def _sample(policy: Policy, engine: RolloutEngine, batch: Sequence[Attempt],
 
 
 def _summarize(policy: Policy, engine: RolloutEngine, batch: Sequence[Attempt],
-               plans: list) -> None:
+               plans: list, settings: EpisodeSettings) -> None:
     """Ask the policy for the summaries `plans` want (one batched call per room), and rebuild
     those episodes' contexts from them in place. An episode whose summary cannot be asked for, or
     whose rebuilt context does not fit, goes on as it stands (and ends on budget if it must)."""
@@ -145,29 +143,30 @@ def _summarize(policy: Policy, engine: RolloutEngine, batch: Sequence[Attempt],
         plans[i] = (context, fields, None)
         if i not in samples:
             continue
-        limit = _limit(policy, attempt)
-        most = limit - attempt.max_new_tokens - reserve(CONTEXTS.get(attempt.episode.context), policy, attempt)
+        strategy, limit, keep = CONTEXTS.get(settings.context), _limit(policy, settings), settings.keep_turns
+        most = limit - attempt.max_new_tokens - reserve(strategy, policy, attempt)
         summary = policy.decode(samples[i].token_ids)
-        rebuilt = CONTEXTS.get(attempt.episode.context)(policy, attempt, most, summary)
+        rebuilt = strategy(policy, attempt, most, keep, summary)
         if rebuilt is None:  # even the summary and the last turn leave no room: try without a reserve
-            rebuilt = CONTEXTS.get(attempt.episode.context)(policy, attempt, limit - attempt.max_new_tokens, summary)
+            rebuilt = strategy(policy, attempt, limit - attempt.max_new_tokens, keep, summary)
         if rebuilt is not None:
             count("context_summaries")
-            plans[i] = (rebuilt, new_segment(attempt, rebuilt, attempt.episode.context, fields, call,
+            plans[i] = (rebuilt, new_segment(attempt, rebuilt, settings.context, fields, call,
                                              samples[i], summary), None)
 
 
-def generate_turn_batch(policy: Policy, batch: Sequence[Attempt],
-                        engine: RolloutEngine) -> list[dict]:
+def generate_turn_batch(policy: Policy, batch: Sequence[Attempt], engine: RolloutEngine,
+                        settings: EpisodeSettings) -> list[dict]:
     """Sample the next action of each live episode in `batch` with `engine` (running `policy`'s
     weights); an episode whose next action would not fit its token budget (the policy's
-    context, or the run's --episode-tokens) ends instead, with episode_end=BUDGET. Returns each
+    context, or the run's episode.tokens) ends instead, with episode_end=BUDGET. Returns each
     attempt's changed fields."""
     started = now()
-    plans = [_context(policy, attempt) for attempt in batch]
+    plans = [_context(policy, attempt, settings) for attempt in batch]
     if any(call is not None for _, _, call in plans):
-        _summarize(policy, engine, batch, plans)
-    rooms = {i: min(a.max_new_tokens, _limit(policy, a) - len(plans[i][0])) for i, a in enumerate(batch)}
+        _summarize(policy, engine, batch, plans, settings)
+    limit = _limit(policy, settings)
+    rooms = {i: min(a.max_new_tokens, limit - len(plans[i][0])) for i, a in enumerate(batch)}
     samples = _sample(policy, engine, batch, {i: p[0] for i, p in enumerate(plans)}, rooms,
                       {i: turn_seed(a.seed, a.episode["turn"]) for i, a in enumerate(batch)})
     results = []
@@ -196,9 +195,10 @@ def generate_turn_batch(policy: Policy, batch: Sequence[Attempt],
     return results
 
 
-def act(attempt: Attempt, runner: ToolRunner) -> tuple[Attempt, dict | None]:
-    """Take the episode's last action as one step of its domain; (the attempt after it, an
-    errors row).
+def act(attempt: Attempt, runner: ToolRunner, settings: EpisodeSettings
+        ) -> tuple[Attempt, dict | None]:
+    """Take the episode's last action as one step of its domain, under the run's `settings`
+    (tool-call limit, observation size); (the attempt after it, an errors row).
 
     Whatever the action holds, or its program prints, is the model's: an action that cannot be
     read or run is a tool-error observation and the episode goes on (`EpisodeDomain.step`); only
@@ -208,10 +208,10 @@ def act(attempt: Attempt, runner: ToolRunner) -> tuple[Attempt, dict | None]:
     if episode.end:  # ended before acting (out of tokens)
         return attempt, None
     domain, turn = get_domain(attempt.domain), dict(attempt.turns[-1])
-    refused = out_of_tool_calls(domain, attempt, turn["action"])
+    refused = out_of_tool_calls(domain, attempt, turn["action"], settings.max_tool_calls)
     if refused is not None:
         count("tool_calls_refused")
-        return _observed(attempt, turn, refused)
+        return _observed(attempt, turn, refused, settings.observation_chars)
     try:
         step = domain.step(attempt.task, episode.state, turn["action"], runner)
     except SandboxError as e:
@@ -224,7 +224,7 @@ def act(attempt: Attempt, runner: ToolRunner) -> tuple[Attempt, dict | None]:
     count("tool_calls_malformed" if step.tool_error and not step.output_unreadable else "tool_calls")
     if step.output_unreadable:
         count("observations_unreadable")
-    return _observed(attempt, turn, step)
+    return _observed(attempt, turn, step, settings.observation_chars)
 
 
 def tool_calls_made(attempt: Attempt, submit: str) -> int:
@@ -233,10 +233,9 @@ def tool_calls_made(attempt: Attempt, submit: str) -> int:
                and t["tool"] != submit)
 
 
-def out_of_tool_calls(domain, attempt: Attempt, action: str) -> Step | None:
-    """--max-tool-calls: the refusal of a tool call past the episode's limit (a tool-error
-    observation; the episode goes on, and submit still ends it), else None."""
-    limit = attempt.episode.max_tool_calls
+def out_of_tool_calls(domain, attempt: Attempt, action: str, limit: int) -> Step | None:
+    """episode.max_tool_calls (`limit`, 0: none): the refusal of a tool call past it (a
+    tool-error observation; the episode goes on, and submit still ends it), else None."""
     submit = domain.submit_tool.name
     if not limit or tool_calls_made(attempt, submit) < limit:
         return None
@@ -250,13 +249,15 @@ def out_of_tool_calls(domain, attempt: Attempt, action: str) -> Step | None:
     return Step(f"error: {why}", attempt.episode.state, tool_error=why)
 
 
-def _observed(attempt: Attempt, turn: dict, step: Step) -> tuple[Attempt, dict | None]:
-    """The attempt after `step`: its last turn's record, the episode's next state."""
+def _observed(attempt: Attempt, turn: dict, step: Step, observation_chars: int
+              ) -> tuple[Attempt, dict | None]:
+    """The attempt after `step`: its last turn's record (the observation cut to
+    `observation_chars`), the episode's next state."""
     episode, result, error = attempt.episode, step.result, None
     turn.update(tool=step.call.name if step.call else None)
     if step.tool_error:
         turn["tool_error"] = step.tool_error
-    observation, cut = cut_output(step.observation, episode.observation_chars)
+    observation, cut = cut_output(step.observation, observation_chars)
     turn.update(observation=observation, observation_cut=cut, reward=step.reward,
                 exit_code=result.exit_code if result else None,
                 duration_ms=result.wall_ms if result else None)
@@ -283,8 +284,12 @@ def with_sample(attempt: Attempt, fields: dict) -> Attempt:
 class _Act(SandboxStage):
     """The sandbox, tool runner and thread pool (opened in setup), taking each episode's action."""
 
+    def __init__(self, settings: EpisodeSettings, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.settings = settings
+
     def process(self, batch):
-        for attempt, error in self.pool.map(lambda a: act(a, self.runner), batch):
+        for attempt, error in self.pool.map(lambda a: act(a, self.runner, self.settings), batch):
             if error is not None:
                 yield errors_output(error)
             if attempt.episode.end:
@@ -296,19 +301,20 @@ class _Act(SandboxStage):
 class Turn(beam.PTransform):
     """Live episodes in; {"live", "done", "errors"} out."""
 
-    def __init__(self, handler: PolicyModelHandler, backend: str, options: dict | None = None,
-                 workers: int | None = None, batch_size: int = 64):
+    def __init__(self, handler: PolicyModelHandler, settings: EpisodeSettings, backend: str,
+                 options: dict | None = None, workers: int | None = None, batch_size: int = 64):
         super().__init__()
-        self.handler, self.backend, self.options = handler, backend, dict(options or {})
+        self.handler, self.settings = handler, settings
+        self.backend, self.options = backend, dict(options or {})
         self.workers, self.batch_size = workers, batch_size
 
     def expand(self, episodes):
         acted = (episodes
-                 | "Sample" >> RunInference(self.handler)
+                 | "Sample" >> RunInference(self.handler, inference_args={"episode": self.settings})
                  | "Attach" >> beam.Map(lambda r: with_sample(r.example, r.inference))
                  | "Batch" >> beam.BatchElements(min_batch_size=max(1, self.batch_size // 4),
                                                  max_batch_size=self.batch_size)
-                 | "Act" >> beam.ParDo(_Act(self.backend, self.workers, options=self.options))
+                 | "Act" >> beam.ParDo(_Act(self.settings, self.backend, self.workers, options=self.options))
                  .with_outputs(DONE_TAG, ERRORS_TAG, main="live"))
         return {"live": acted.live, DONE_TAG: acted[DONE_TAG], ERRORS_TAG: acted[ERRORS_TAG]}
 

@@ -3,6 +3,7 @@ for one domain; checked before a run starts, and obeyed by a real rollout."""
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.episodes import TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
 from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
@@ -44,7 +45,7 @@ def test_a_rollout_gives_each_domain_its_own_turns(tmp_path):
     """shell_pick held to 1 turn is single-turn (no episode); fix_function keeps up to 2."""
     cfg = RunConfig(seed=3, iterations=1, policy=PolicySpec(), rollout=RolloutSettings(
         domains=("fix_function", "shell_pick"), tasks_per_domain=2, heldout_per_domain=1,
-        n_samples=2, max_turns=2, domain_max_turns=("shell_pick=1",)))
+        n_samples=2), episode=EpisodeSettings(max_turns=2, domain_max_turns=("shell_pick=1",)))
     layout = RunLayout(str(tmp_path))
     run_rollout(cfg, IterationSpec("limits", 0, policy_version=0, checkpoint_uri=None), layout,
                 PipelineOptions([]))

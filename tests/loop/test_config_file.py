@@ -58,18 +58,15 @@ def test_the_algorithm_is_one_table_and_moved_keys_are_read_at_their_new_home(tm
                                                                    "token-mean")
     assert file.keys == {f"algorithm.{k}" for k in ("advantage", "credit", "discount", "loss",
                                                     "aggregation")}
-    # A file written before the table (the README's example keeps `[train] loss`) still reads.
-    old = read_config_file(write(tmp_path, '[rollout]\nadvantage = "rloo"\nturn_discount = 0.5\n'
-                                 '[train]\nlr = 1e-4\nloss = "dapo"\ncredit = "turn"\n'))
-    assert RunConfig.from_dict(old.values).algorithm == Algorithm("rloo", "turn", 0.5, "dapo")
-    assert old.keys == {"algorithm.advantage", "algorithm.discount", "algorithm.loss",
-                        "algorithm.credit", "train.lr"}
+    # A file written before the table is refused, naming the new home of each moved key.
+    with pytest.raises(ConfigFileError, match="line 4: `train.loss` is now `algorithm.loss`"):
+        read_config_file(write(tmp_path, '[train]\nlr = 1e-4\n\nloss = "dapo"\n'))
+    with pytest.raises(ConfigFileError, match="line 2: `rollout.context` is now `episode.context`"):
+        read_config_file(write(tmp_path, '[rollout]\ncontext = "cut"\n'))
 
 
 @pytest.mark.parametrize("text, message", [
-    ('[train]\nloss = "dapo"\n[algorithm]\nloss = "grpo"\n',
-     "line 2: `train.loss` moved to `algorithm.loss`; both are given, with different values"),
-    ("[train]\nloss = 3\n", "line 2: `algorithm.loss` must be a string, got 3"),
+    ("[algorithm]\nloss = 3\n", "line 2: `algorithm.loss` must be a string, got 3"),
     ("seed = 3\n\n[rollout]\nn_sampels = 4\n",
      "line 4: unknown key `rollout.n_sampels` (did you mean `rollout.n_samples`?)"),
     ("sed = 1\n", "line 1: unknown key `sed` (did you mean `seed`?)"),

@@ -7,6 +7,7 @@ import math
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.cli.main import main, run_settings
 from flywheel.loop.config import RunConfig
 
@@ -80,7 +81,7 @@ def test_yaml_keys_and_values_of_any_shape_are_told(tmp_path):
              "? 7\n: 1\n": "line 1: key 7 is not a name",
              "rollout:\n  domains: &a [x, x, x, x, x, x, x, x]\n": None,
              BILLION_LAUGHS: "line 2: `rollout.domains` must be an array of a string, got [[",
-             "rollout:\n  max_turns: -1\n": "line 2: `rollout.max_turns`: --max-turns must be >= 0"}
+             "episode:\n  max_turns: -1\n": "line 2: `episode.max_turns`: episode.max_turns must be >= 0"}
     for text, expected in cases.items():
         path = tmp_path / "run.yaml"
         path.write_text(text)

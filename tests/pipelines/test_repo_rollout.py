@@ -7,6 +7,7 @@ import json
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
@@ -33,8 +34,8 @@ def rollout(tmp_path, name, actions, **settings):
                               for t in tasks))
     config = RunConfig(seed=0, policy=PolicySpec("scripted", options=(f"script={script}",)),
                        rollout=RolloutSettings(domains=("repo_bugs",), tasks_per_domain=3,
-                                               heldout_per_domain=0, n_samples=1, max_turns=TURNS,
-                                               **settings))
+                                               heldout_per_domain=0, n_samples=1),
+                       episode=EpisodeSettings(max_turns=TURNS, **settings))
     layout = RunLayout(str(tmp_path / name))
     close_worker_model()
     try:
@@ -60,7 +61,7 @@ def test_summarized_episodes_solve_and_land_in_the_tables(tmp_path):
     """A budget the episodes outgrow, `--context summarize`: the scripted policy's summaries end
     segments read back from Parquet, every context within the budget, and each task solved."""
     budget = 5000
-    tasks, rows = rollout(tmp_path, "summarize", padded, episode_tokens=budget, context="summarize",
+    tasks, rows = rollout(tmp_path, "summarize", padded, tokens=budget, context="summarize",
                           keep_turns=2)
     for task, row in zip(tasks, rows):
         assert (row["reward_raw"], row["episode_end"]) == (1.0, "submitted"), row["verdict"]

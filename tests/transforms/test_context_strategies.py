@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall, render_call
@@ -17,6 +18,7 @@ from flywheel.policy.backends.tiny import tokens
 from flywheel.trainer.segments import segment_rows
 from flywheel.trainer.trajectory_batches import make_batch
 from flywheel.transforms.context_strategies import CUT_MARKER, SUMMARY_REQUEST
+from flywheel.transforms.episodes import Episodes
 from flywheel.transforms.expand import expand_task
 from flywheel.transforms.turn import act, end_episode, generate_turn_batch, start_episode, with_sample
 from flywheel.verifiers import get_verifier
@@ -29,11 +31,12 @@ TURNS = 16
 def episode(policy, task, sandbox, context, budget, keep=3, turns=TURNS):
     attempt, = expand_task(task, run_id="t", iteration=0, policy_version=0, seed=0, n_samples=1,
                            temperature=1.0, mode="train")
-    attempt = start_episode(attempt, turns, token_budget=budget, context=context, keep_turns=keep)
+    settings = EpisodeSettings(max_turns=turns, tokens=budget, context=context, keep_turns=keep)
+    attempt = start_episode(attempt, settings)
     runner = ToolRunner(sandbox)
     while not attempt.episode.end:
-        attempt = with_sample(attempt, generate_turn_batch(policy, [attempt], engine_for(policy, local=True))[0])
-        attempt, error = act(attempt, runner)
+        attempt = with_sample(attempt, generate_turn_batch(policy, [attempt], engine_for(policy, local=True), settings)[0])
+        attempt, error = act(attempt, runner, settings)
         assert error is None, error
     return attempt
 
@@ -133,6 +136,4 @@ def test_the_trainer_scores_each_segment_as_the_sampler_did(sandbox, context):
 
 def test_an_unknown_strategy_is_refused_by_name():
     with pytest.raises(KeyError, match="anchored, cut, full"):
-        start_episode(next(iter(expand_task(REPO.make_task("train", 0, 0), run_id="t", iteration=0,
-                                            policy_version=0, seed=0, n_samples=1, temperature=1.0,
-                                            mode="train"))), 4, context="summary")
+        Episodes(None, 4, EpisodeSettings(context="summary"), "local")

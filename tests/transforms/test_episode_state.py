@@ -8,6 +8,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.episodes import EpisodeState
 from flywheel.domains.registry import get_domain
 from flywheel.transforms.attempt_coder import AttemptCoder
@@ -19,7 +20,7 @@ def started(domain: str = "shell_pick", samples: int = 1):
     task = get_domain(domain).make_task("train", 0, seed=0)
     attempts = expand_task(task, run_id="r", iteration=0, policy_version=0, seed=0,
                            n_samples=samples, temperature=1.0, mode="train")
-    return [start_episode(a, run_max_turns=3, token_budget=40, observation_chars=300)
+    return [start_episode(a, EpisodeSettings(max_turns=3, tokens=40, observation_chars=300))
             for a in attempts]
 
 
@@ -27,7 +28,7 @@ def test_the_state_is_typed_frozen_and_changed_by_replace():
     attempt, = started()
     episode = attempt.episode
     assert isinstance(episode, EpisodeState) and (episode.turn, episode.max_turns) == (0, 3)
-    assert (episode.token_budget, episode.observation_chars, episode.end) == (40, 300, None)
+    assert episode.end is None and "token_budget" not in episode.keys()  # the run's, not the episode's
     assert episode.tools[0]["name"] == "run_shell" and episode.state["files"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         episode.turn = 1
@@ -41,7 +42,7 @@ def test_a_mapping_from_the_sampler_becomes_the_state_again():
     as_mapping = {**dict(attempt.episode), "end": "budget"}  # what the turn sampler hands back
     back = with_sample(attempt, {"episode": as_mapping, "response": "ls"})
     assert back.episode == attempt.episode.replace(end="budget") and back.response == "ls"
-    assert attempt.episode["turn"] == 0 and attempt.episode.get("token_budget") == 40
+    assert attempt.episode["turn"] == 0 and attempt.episode.get("max_turns") == 3
     with pytest.raises(KeyError):
         attempt.episode["nothing"]
 

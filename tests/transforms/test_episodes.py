@@ -8,6 +8,7 @@ import pytest
 import torch
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.registry import get_domain
 from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
 from flywheel.loop.layout import RunLayout
@@ -30,8 +31,9 @@ CONTEXT = 48  # the tiny policy's
 
 def config(**rollout) -> RunConfig:
     settings = {"domains": ("fix_function", "add"), "tasks_per_domain": 4, "heldout_per_domain": 2,
-                "n_samples": 4, "max_turns": 3, **rollout}
-    return RunConfig(seed=5, iterations=1, rollout=RolloutSettings(**settings), policy=PolicySpec())
+                "n_samples": 4, **rollout}
+    return RunConfig(seed=5, iterations=1, rollout=RolloutSettings(**settings),
+                     episode=EpisodeSettings(max_turns=3), policy=PolicySpec())
 
 
 def rows_of(run_dir, cfg, beam_args=(), counters=None):
@@ -142,12 +144,12 @@ def live_episode(action: str):
     task = get_domain("fix_function").make_task("train", 0, seed=0)
     attempt, = expand_task(task, run_id="r", iteration=0, policy_version=0, seed=0, n_samples=1,
                            temperature=1.0, mode="train")
-    attempt = start_episode(attempt, run_max_turns=3)
+    attempt = start_episode(attempt, EpisodeSettings(max_turns=3))
     return attempt.replace(turns=[{"action": action, "action_start": 0, "action_end": 1}])
 
 
 def test_a_malformed_tool_call_is_an_observation(runner):
-    attempt, error = act(live_episode('<tool_call>{"name": "run_tests", "arguments": {"cod'), runner)
+    attempt, error = act(live_episode('<tool_call>{"name": "run_tests", "arguments": {"cod'), runner, EpisodeSettings())
     turn = attempt.turns[-1]
     assert error is None and attempt.failure is None
     assert turn["tool"] is None and "not JSON" in turn["tool_error"]
@@ -157,13 +159,12 @@ def test_a_malformed_tool_call_is_an_observation(runner):
 
 def test_an_episode_ends_with_its_answer(runner):
     attempt = live_episode(get_domain("fix_function").make_task("train", 0, seed=0)["answer"])
-    attempt, _ = act(attempt, runner)
+    attempt, _ = act(attempt, runner, EpisodeSettings())
     assert attempt.episode.end == "solved" and attempt.turns[-1]["reward"] == 1.0
     ended = end_episode(attempt)
     assert ended.episode is None and ended.episode_end == "solved" and ended.response == attempt.turns[-1]["action"]
     long = live_episode("x+1")
-    long = long.replace(episode=long.episode.replace(observation_chars=40))
-    assert len(act(long, runner)[0].turns[-1]["observation"]) <= 40
+    assert len(act(long, runner, EpisodeSettings(observation_chars=40))[0].turns[-1]["observation"]) <= 40
 
 
 def test_turn_returns_are_discounted_and_capped_by_the_outcome():

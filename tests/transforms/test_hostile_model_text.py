@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.families.builtins.pyexpr import PythonExpression
 from flywheel.domains.registry import DOMAINS, get_domain
 from flywheel.domains.tools import MAX_ACTION_CHARS
@@ -30,7 +31,7 @@ def attempt_of(domain: str, response: str = ""):
 
 
 def live_episode(domain: str, action: str):
-    attempt = start_episode(attempt_of(domain), run_max_turns=3)
+    attempt = start_episode(attempt_of(domain), EpisodeSettings(max_turns=3))
     return attempt.replace(turns=[{"action": action, "action_start": 0, "action_end": 1}])
 
 
@@ -42,7 +43,7 @@ def live_episode(domain: str, action: str):
     '<tool_call>{"name": "submit", "arguments": {"answer": "' + "9" * 5000 + '"}, "x": ' + "9" * 5000 + "}",
 ])
 def test_an_unreadable_action_is_a_tool_error_and_the_episode_goes_on(verified, action):
-    attempt, error = act(live_episode("fix_function", action), ToolRunner(verified))
+    attempt, error = act(live_episode("fix_function", action), ToolRunner(verified), EpisodeSettings())
     turn = attempt.turns[-1]
     assert error is None and attempt.failure is None
     assert turn["tool_error"] and turn["observation"].startswith("error: ")
@@ -50,7 +51,7 @@ def test_an_unreadable_action_is_a_tool_error_and_the_episode_goes_on(verified, 
 
 
 def test_printed_output_that_cannot_be_read_is_an_observation(verified):
-    attempt, error = act(live_episode("fix_function", PRINTS_DEEP), ToolRunner(verified))
+    attempt, error = act(live_episode("fix_function", PRINTS_DEEP), ToolRunner(verified), EpisodeSettings())
     turn = attempt.turns[-1]
     assert error is None and attempt.failure is None and turn["tool"] == "run_tests"
     assert turn["exit_code"] == 0 and turn["reward"] == 0.0  # it ran; its values could not be read
@@ -118,7 +119,7 @@ def test_replay_takes_hostile_actions_as_the_turn_stage_does(verified):
     for action in actions:  # record them as the Turn stage would
         episode = episode.replace(turns=[*episode.turns[:-1], {"action": action}]) if not recorded \
             else episode.replace(turns=[*episode.turns, {"action": action}])
-        episode, _ = act(episode, ToolRunner(verified))
+        episode, _ = act(episode, ToolRunner(verified), EpisodeSettings())
         recorded.append(episode.turns[-1])
     replayed = list(replay_turns(episode.task, recorded, verified, observation_chars=2000))
     assert [(tool, seen) for _, tool, seen, _ in replayed] == \

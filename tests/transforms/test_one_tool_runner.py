@@ -10,6 +10,7 @@ import threading
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
@@ -61,8 +62,9 @@ class FailsTwice(SandboxBackend):
 
 def rollout(run_dir, sandbox: str):
     settings = {"domains": ("fix_function", "pyexpr"), "tasks_per_domain": 2,
-                "heldout_per_domain": 1, "n_samples": 2, "max_turns": 2, "sandbox": sandbox}
-    cfg = RunConfig(seed=11, iterations=1, rollout=RolloutSettings(**settings), policy=PolicySpec())
+                "heldout_per_domain": 1, "n_samples": 2, "sandbox": sandbox}
+    cfg = RunConfig(seed=11, iterations=1, rollout=RolloutSettings(**settings),
+                    episode=EpisodeSettings(max_turns=2), policy=PolicySpec())
     run_rollout(cfg, IterationSpec("runner", 0, policy_version=0, checkpoint_uri=None),
                 RunLayout(str(run_dir)), PipelineOptions([]))
     timing = ("started_at", "finished_at", "sandbox_wall_ms", "sandbox_cpu_ms")

@@ -3,6 +3,7 @@ the state stays), submit still ends it, and refused calls do not count; on the r
 
 import pytest
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall, render_call
@@ -26,13 +27,14 @@ def sandbox():
 def play(sandbox, calls, max_tool_calls):
     attempt, = expand_task(TASK, run_id="t", iteration=0, policy_version=0, seed=0, n_samples=1,
                            temperature=1.0, mode="train")
-    attempt = start_episode(attempt, len(calls), max_tool_calls=max_tool_calls)
+    settings = EpisodeSettings(max_turns=len(calls), max_tool_calls=max_tool_calls)
+    attempt = start_episode(attempt, settings)
     runner = ToolRunner(sandbox)
     for name, arguments in calls:
         turn = {"action": render_call(ToolCall(name, arguments)), "action_start": 0, "action_end": 0,
                 "segment": 0}
         attempt = with_sample(attempt, {"turns": [*attempt.turns, turn], "episode": dict(attempt.episode)})
-        attempt, error = act(attempt, runner)
+        attempt, error = act(attempt, runner, settings)
         assert error is None, error
         if attempt.episode.end:
             break

@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.families.documents.documents_gen import make_report
 from flywheel.families.documents.documents_pdf import available as pdf_available
 from flywheel.domains.registry import get_domain, prepare_task
@@ -237,14 +238,14 @@ def test_a_search_episode_runs_through_the_pipelines_turn_and_verify_code():
     task = domain.make_task("heldout", 2, 0)
     attempt, = expand_task(task, run_id="r", iteration=0, policy_version=0, seed=0, n_samples=1,
                            temperature=1.0, mode="train")
-    attempt = start_episode(attempt, run_max_turns=0)
+    attempt = start_episode(attempt, EpisodeSettings())
     assert attempt.episode.max_turns == 8 and [t["name"] for t in attempt.episode.tools] == \
         ["search_document", "read_document", "submit"]
     runner = ToolRunner(None)
     actions = [call("search_document", query="net income"), domain.demonstration(task, random.Random(0))]
     for n, action in enumerate(actions):
         attempt = attempt.replace(turns=[*attempt.turns, {"action": action, "action_start": n, "action_end": n + 1}])
-        attempt, error = act(attempt, runner)
+        attempt, error = act(attempt, runner, EpisodeSettings())
         assert error is None and attempt.failure is None
     assert "Net income" in attempt.turns[0]["observation"] and attempt.turns[0]["tool"] == "search_document"
     assert attempt.episode.end == "submitted"

@@ -5,6 +5,7 @@ stage's own functions and Verify."""
 
 import pytest
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall, render_call
@@ -28,13 +29,13 @@ def episode(sandbox, calls):
     """The episode that takes `calls` (then submits), ended and scored as the rollout does."""
     attempt, = expand_task(TASK, run_id="t", iteration=0, policy_version=0, seed=0, n_samples=1,
                            temperature=1.0, mode="train")
-    attempt = start_episode(attempt, len(calls) + 1)
+    attempt = start_episode(attempt, EpisodeSettings(max_turns=len(calls) + 1))
     runner = ToolRunner(sandbox)
     for call in [*calls, {"name": "submit_changes", "arguments": {}}]:
         action = render_call(ToolCall(call["name"], call["arguments"]))
         turn = {"action": action, "action_start": 0, "action_end": 0, "segment": 0}
         attempt = with_sample(attempt, {"turns": [*attempt.turns, turn], "episode": dict(attempt.episode)})
-        attempt, error = act(attempt, runner)
+        attempt, error = act(attempt, runner, EpisodeSettings())
         assert error is None, error
     ended = end_episode(attempt)
     executed = ended.replace(execution=DOMAIN.run(sandbox, TASK, ended.response))

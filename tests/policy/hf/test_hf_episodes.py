@@ -3,6 +3,7 @@ the template frames a tool message, and a real multi-turn rollout end to end."""
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.tools import RUN_TESTS, SUBMIT
 from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
 from flywheel.loop.layout import RunLayout
@@ -39,7 +40,8 @@ def test_an_observation_cannot_forge_a_turn(tiny_model_dir):
 def test_hf_episodes_run_end_to_end(tiny_model_dir, tmp_path):
     config = RunConfig(seed=1, iterations=1, policy=PolicySpec("hf", str(tiny_model_dir)),
                        rollout=RolloutSettings(domains=("fix_function",), tasks_per_domain=2,
-                                               heldout_per_domain=1, n_samples=2, max_turns=2))
+                                               heldout_per_domain=1, n_samples=2),
+                       episode=EpisodeSettings(max_turns=2))
     run_rollout(config, IterationSpec("hf-episodes", 0, 0, None), RunLayout(str(tmp_path)),
                 PipelineOptions([]))
     rows = RunLayout(str(tmp_path)).read_table("trajectories").to_pylist()
