@@ -30,7 +30,7 @@ class Algorithm:
     loss: str = "grpo"
     aggregation: str | None = None    # None: the loss's own (its paper's)
     domain_scale: str = "none"        # DOMAIN_SCALES; none: the advantages as credit set them
-    domain_momentum: float = 0.9
+    domain_momentum: float = 0.9      # running: the momentum of each domain's statistics, in [0, 1)
 
     def check(self) -> "Algorithm":
         """Self, once every name is one its registry holds (KeyError naming the known ones) and

@@ -30,18 +30,18 @@ class TrainConfig:
     """How the trainer optimizes; what it optimizes (loss, aggregation, credit) is the run's
     `Algorithm` (trainer/algorithm.py)."""
     lr: float = 5e-4
-    epochs: int = 2
-    minibatch_size: int = 128
+    epochs: int = 2                   # passes over an iteration's trajectories per update
+    minibatch_size: int = 128         # rows per optimizer step
     clip_low: float | None = None     # None: the loss's own default (its paper's)
-    clip_high: float | None = None
+    clip_high: float | None = None    # the upper clip of the ratio; None: the loss's own
     norm_length: int = 0              # dr_grpo's constant; 0: the longest response of the update
     kl_coef: float = 0.0              # > 0 adds kl_coef * KL(policy || reference) to the loss
     kl_estimator: str = "k3"          # a name in KL_ESTIMATORS
     micro_tokens: int = 0             # most padded tokens per forward/backward (gradient
                                       # accumulation within a minibatch); 0: the whole minibatch
-    max_grad_norm: float = 1.0
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.99)
+    max_grad_norm: float = 1.0        # gradients are clipped to this global norm
+    weight_decay: float = 0.0         # AdamW's weight decay
+    betas: tuple[float, float] = (0.9, 0.99)  # Adam's (beta1, beta2)
     off_policy: str = "decoupled"     # rows sampled by older weights (overlap): decoupled |
                                       # behaviour (trainer/off_policy.py)
     is_cap: float = 2.0               # decoupled: the cap of the importance weights pi_prox / pi_b
