@@ -2,7 +2,7 @@
 torchrun, train to the weights one process reaches on the same rows, within fp32 tolerance.
 
 The launches run this file as a script (`__main__` below is the per-rank worker of the step
-tests) and train_job as pipelines/overlap.py runs it, data-parallel ("ddp") and sharded
+tests) and train_job as loop/overlap.py runs it, data-parallel ("ddp") and sharded
 ("fsdp", FSDP2 over gloo).
 """
 
