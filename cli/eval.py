@@ -9,7 +9,7 @@
 max_tool_calls and episode_tokens (the context length), each cell an evaluation of its own name,
 then prints them side by side; the HTML report draws them (`flywheel report --html`).
 
-Every `flywheel run` flag sets the evaluation's tasks, policy, sandbox, turns and budgets (the
+The run's flags (--config, --set SECTION.KEY=VALUE, --domains, --policy, ...) set the evaluation's tasks, policy, sandbox, turns and budgets (the
 run's own settings when --run-dir names a run: its checkpoint is what gets evaluated). Its own
 flags: --n samples per task at --temperature (plus one greedy), --k for pass@k, --no-self-verify,
 --name for the evaluation (default from its settings), --out for a new output dir, --format json.
@@ -35,9 +35,18 @@ GRID_KEYS = {"temperature": "rollout.temperature", "max_turns": "episode.max_tur
              "max_tool_calls": "episode.max_tool_calls", "episode_tokens": "episode.tokens"}
 
 
+def eval_help_parser() -> argparse.ArgumentParser:
+    """eval_parser with the run's flags it shares (--help shows both; parsing takes them apart)."""
+    from flywheel.loop.options import add_run_flags
+    p = eval_parser()
+    add_run_flags(p.add_argument_group("the run's settings (as flywheel run takes them)"),
+                  skip=("--run-dir",))
+    return p
+
+
 def eval_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flywheel eval", description=EVAL_HELP,
-                                epilog="Every `flywheel run` flag is taken too (see flywheel run --help).")
+                                epilog="Other flags are Beam pipeline options (e.g. --runner).")
     p.add_argument("--run-dir", help="evaluate this run's checkpoint, with its settings, into its tables")
     p.add_argument("--iteration", type=int, help="evaluate the checkpoint iteration K wrote (default: "
                    "the last); its rows land under iteration=K+1, the policy version it is")
@@ -85,7 +94,7 @@ def settings(argv: list[str]):
     iteration) of `flywheel eval ARGV`; ValueError/KeyError say what is wrong."""
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-    from flywheel.cli.main import run_parser
+    from flywheel.cli.run import run_parser
     from flywheel.loop.config import RunConfig
     from flywheel.loop.flag_check import unknown_arguments
     from flywheel.loop.layout import RunLayout
@@ -163,6 +172,10 @@ def run(argv: list[str], console: Console) -> int:
         for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
             console.print(f"[red]error:[/] {escape(line)}", highlight=False)
         return 2
+    from flywheel.cli.terminal import console_for
+    from flywheel.loop.options import FlywheelOptions
+    for line in options.view_as(FlywheelOptions).deprecated():  # old flags: one release left
+        console_for(stderr=True).print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
     try:
         cells = grid_cells(args.grid) or [{}]
     except ValueError as e:

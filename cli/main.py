@@ -8,15 +8,13 @@
     flywheel export --run-dir runs/demo --iteration 3 merged/      # a Hugging Face model folder
     flywheel eval --run-dir runs/demo --n 16 --k 1,4,16           # pass@k, maj@N, best-of-N
 
-`flywheel run` takes its settings as `FlywheelOptions` (loop/options.py) beside any standard
-Beam pipeline option (--runner, --direct_running_mode, --direct_num_workers, ...).
+`flywheel run` is cli/run.py; the other commands are a module of cli/ each.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import json
 import os
 import sys
@@ -30,115 +28,8 @@ from flywheel.cli import replay as replay_cli
 from flywheel.cli import sandbox as sandbox_cli, tasks as tasks_cli, verify as verify_cli
 from flywheel.cli import imports as imports_cli, review as review_cli, serve as serve_cli
 from flywheel.cli import sft as sft_cli
-from flywheel.cli.terminal import PIPE_WIDTH, console_for, quiet_on_closed_pipe
-
-RUN_HELP = "run or resume RL iterations on the embedded default"
-
-
-def help_formatter(prog: str) -> argparse.HelpFormatter:
-    """argparse's help, wrapped only on a terminal: in a pipe each option's help is one line
-    (a wrap would also split names such as unsafe-subprocess at the hyphen)."""
-    return argparse.HelpFormatter(prog, width=None if sys.stdout.isatty() else PIPE_WIDTH)
-
-
-def run_parser() -> argparse.ArgumentParser:
-    """`flywheel run`'s own flags (FlywheelOptions'), for --help; Beam's options pass through.
-
-    Built only for `run`, so that the other commands start without importing Beam and torch.
-    """
-    from flywheel.loop.options import FlywheelOptions
-    p = argparse.ArgumentParser(prog="flywheel run", description=RUN_HELP,
-                                epilog="Other flags are Beam pipeline options (e.g. --runner).",
-                                formatter_class=help_formatter)
-    FlywheelOptions._add_argparse_args(p)
-    return p
-
-
-def run_settings(argv: list[str]):
-    """(Beam options, RunConfig, explicitly given keys, run dir or None) of `flywheel run ARGV`:
-    defaults, then the --config file, then the flags. ValueError/KeyError name what is wrong."""
-    import copy
-
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-
-    from flywheel.loop.config_file import read_config_file
-    from flywheel.loop.flag_check import unknown_arguments
-    from flywheel.loop.options import FlywheelOptions
-    given, _ = run_parser().parse_known_args(argv)  # --help; a usage error for a malformed value
-    unknown = unknown_arguments(argv)
-    if unknown:  # Beam would only log and drop them, and the default job would start
-        raise ValueError("\n".join(unknown))
-    file = read_config_file(given.config) if given.config else None
-    wrong = unknown_arguments(file.beam_args) if file else []
-    if wrong:  # a [beam] value Beam's parser refuses, e.g. a choice it does not have
-        raise ValueError("\n".join(f"{given.config}: [beam]: {message}" for message in wrong))
-    options = PipelineOptions((file.beam_args if file else []) + argv)
-    standard = options.view_as(StandardOptions)
-    standard.runner = standard.runner or "DirectRunner"  # not Prism, which needs a download
-    flywheel = options.view_as(FlywheelOptions)
-    try:
-        config, explicit = flywheel.run_config(copy.deepcopy(file.values) if file else None,
-                                               file.keys if file else set())
-    except (KeyError, ValueError) as e:  # a value the file gave: told with its file and line
-        raise (ValueError(file.located(e)) if file else e) from None
-    return options, config, explicit, flywheel.run_dir or (file.run_dir if file else None)
-
-
-def beam_settings(options) -> dict:
-    """The Beam pipeline options given (from the file or flags), without Flywheel's own."""
-    from flywheel.loop.options import FlywheelOptions
-    ours = set(FlywheelOptions(flags=[]).get_all_options(current_only=True))
-    return {k: v for k, v in options.get_all_options(drop_default=True).items() if k not in ours}
-
-
-def cmd_run(argv: list[str], console: Console) -> int:
-    """`flywheel run ARGV`: ARGV holds Flywheel's flags and any Beam pipeline options."""
-    from flywheel.loop.config_file import config_toml
-    try:  # settings first: a mistake in them is told before the pipeline's imports
-        options, config, explicit, run_dir = run_settings(argv)
-    except (KeyError, ValueError) as e:
-        for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
-            console.print(f"[red]error:[/] {escape(line)}", highlight=False)
-        return 2
-    from flywheel.loop.options import FlywheelOptions
-    if options.view_as(FlywheelOptions).print_config:
-        print(config_toml(config.to_dict(), run_dir, beam_settings(options)), end="")
-        return 0
-    from flywheel.loop.driver import RunConfigMismatch, run_iterations
-    from flywheel.policy.checkpoint import CheckpointDigestError
-    from flywheel.trainer.train import StalePolicyError
-    from flywheel.cli.progress import RunProgress
-    from flywheel.reports.report import metric_table
-    from flywheel.cli.run_log import RunLog
-    from flywheel.reports.run_status import StageRecorder
-    from apache_beam.options.pipeline_options import StandardOptions
-    from flywheel.loop.preflight import setup_problems
-    problems = setup_problems(config, options.view_as(StandardOptions).runner)
-    for line in problems:  # every attempt of these domains would be an environment error row
-        console.print(f"[red]error:[/] {escape(line)}", highlight=False)
-    if problems:
-        return 2
-    run_dir = run_dir or f"runs/{dt.datetime.now():%Y%m%d-%H%M%S}"
-    with RunLog(run_dir) as log:
-        show = log.tee(console)
-        show(f"[bold]flywheel run[/] -> run dir [cyan]{escape(run_dir)}[/]")
-        try:
-            with RunProgress(console, run_dir, log) as progress:
-                stages = StageRecorder(run_dir)
-                run_iterations(run_dir, config, explicit=explicit, options=options,
-                               event=lambda name, data: (stages.event(name, data),
-                                                         progress.event(name, data)))
-        except (RunConfigMismatch, StalePolicyError, CheckpointDigestError) as e:
-            show(f"[red]error:[/] {escape(str(e))}", highlight=False)  # the run's data, not a bug
-            return 2
-        except KeyboardInterrupt:  # Ctrl-C: no traceback; committed iterations are kept
-            show(f"interrupted: resume with flywheel run --run-dir {escape(run_dir)}")
-            return 130
-        show(metric_table(run_dir))
-        show("Look further with SQL, e.g.:\n  flywheel sql \"SELECT domain, avg(reward_raw), "
-             f"count(*) FROM trajectories GROUP BY 1\" --run-dir {escape(run_dir)}")
-    return 0
-
+from flywheel.cli import run as run_cli
+from flywheel.cli.terminal import console_for, help_formatter, quiet_on_closed_pipe
 
 def cmd_sql(args, console: Console) -> int:
     import duckdb
@@ -200,7 +91,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flywheel", description=__doc__.split("\n")[0],
                                 formatter_class=help_formatter)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help=RUN_HELP, add_help=False)  # parsed by run_parser()
+    sub.add_parser("run", help=run_cli.RUN_HELP, add_help=False)  # parsed by run_parser()
     sub.add_parser("eval", help="evaluate a model or a run's checkpoint: pass@k, maj@N, best-of-N",
                    add_help=False)  # parsed by cli/eval.py
     sql = sub.add_parser("sql", help="run DuckDB SQL over a run's tables")
@@ -232,11 +123,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(argv: list[str]) -> int:
     if argv[:1] == ["run"]:
-        return cmd_run(argv[1:], console_for())
+        return run_cli.cmd_run(argv[1:], console_for())
     if argv[:1] == ["eval"]:
         from flywheel.cli import eval as eval_cli
         if "-h" in argv or "--help" in argv:
-            eval_cli.eval_parser().print_help()
+            eval_cli.eval_help_parser().print_help()
             return 0
         fmt = argv[argv.index("--format") + 1] if "--format" in argv[:-1] else "table"
         return eval_cli.run(argv[1:], console_for(stderr=fmt == "json"))

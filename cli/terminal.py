@@ -8,6 +8,8 @@ the command quietly, as `head` expects of any Unix tool, not with a BrokenPipe t
 
 from __future__ import annotations
 
+import argparse
+
 import os
 import sys
 from collections.abc import Callable
@@ -46,3 +48,9 @@ def quiet_on_closed_pipe(command: Callable[[], int]) -> int:
         except OSError:  # `2>&1 | head`: stderr was the same pipe
             os.dup2(devnull, sys.stderr.fileno())
         return SIGPIPE_STATUS
+
+
+def help_formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's help, wrapped only on a terminal: in a pipe each option's help is one line
+    (a wrap would also split names such as unsafe-subprocess at the hyphen)."""
+    return argparse.HelpFormatter(prog, width=None if sys.stdout.isatty() else PIPE_WIDTH)

@@ -53,9 +53,9 @@ class RolloutSettings:
 @dataclass(frozen=True)
 class WarmStartSettings:
     max_steps: int = 3000
-    batch_size: int = 128
-    lr: float = 3e-3
-    eval_every: int = 100
+    batch_size: int = 128                 # demonstrations per warm-start step
+    lr: float = 3e-3                      # the warm start's learning rate
+    eval_every: int = 100                 # steps between validations
     eval_tasks: int = 100                 # per domain, from a validation range of the train split
     target_mean_pass: float = 0.3         # domain_target 0: stop once the mean over domains reaches this
     carry_optimizer: bool = True          # the first RL update continues the warm start's Adam moments
@@ -91,7 +91,7 @@ class EvalSettings:
     n: int = 8
     ks: str = "1,4,8"                     # comma-separated
     tasks: int = 50                       # held-out tasks per domain evaluated (<= heldout_per_domain)
-    self_verify: bool = True
+    self_verify: bool = True              # ask the policy to judge its answers (best-of-N by self-verification)
 
     def k_values(self) -> list[int]:
         """The k of `ks` (ValueError naming it when malformed), those above n left out."""

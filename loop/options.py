@@ -3,10 +3,14 @@
     flywheel run --iterations 3 --n-samples 8 --runner DirectRunner
     flywheel run --iterations 3 --runner DataflowRunner --project P --region R --temp_location gs://...
 
-Every run setting is one entry of `RUN_FLAGS` (flag -> dotted key of `RunConfig`, type, help);
-`FlywheelOptions` declares them on Beam's parser, the CLI shows the same flags in `--help`, and
-`run_config()` turns the parsed values into the frozen `RunConfig` plus the keys given explicitly
-(a resumed run compares those with its run.json). Help texts name what the registries hold.
+The config file (--config) is the main interface. The settings people change from run to run
+are flags, one entry of `RUN_FLAGS` each (flag -> dotted key of `RunConfig`, type, help); every
+key of the config, these included, is `--set SECTION.KEY=VALUE` (loop/config_keys.py, derived
+from the config's dataclasses: a new setting needs no flag here). `OLD_FLAGS` are the flags of
+earlier versions, hidden from --help and kept for one release, each warning with its --set form.
+`FlywheelOptions` declares them on Beam's parser, and `run_config()` turns the parsed values into
+the frozen `RunConfig` plus the keys given explicitly (a resumed run compares those with its
+run.json).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.loop.config import RunConfig, parse_options
+from flywheel.loop.config_keys import parse_set
 from flywheel.loop.option_items import split_items
 from flywheel.loop.steering_plan import check_steering
 from flywheel.sandbox import available_backends, check_options
@@ -38,7 +43,7 @@ def boolean(text: str) -> bool:
     return value
 
 
-RUN_FLAGS = {
+RUN_FLAGS = {  # the settings people change from run to run; every other key: --set
     "--iterations": ("iterations", int, "iterations to complete (a resumed run continues to this many)"),
     "--seed": ("seed", int, "seed of every random choice in the run"),
     "--domains": ("rollout.domains", LIST, "comma-separated built-in domains"),
@@ -46,14 +51,28 @@ RUN_FLAGS = {
     "--tasks-per-domain": ("rollout.tasks_per_domain", int, "training tasks per domain per iteration"),
     "--heldout-per-domain": ("rollout.heldout_per_domain", int, "held-out tasks per domain"),
     "--n-samples": ("rollout.n_samples", int, "attempts per training task (group size)"),
+    "--sandbox": ("rollout.sandbox", str, f"sandbox backend ({', '.join(available_backends())})"),
+    "--max-turns": ("episode.max_turns", int, "turns per episode for domains with tools (0: each "
+                    "domain's default; python_tests tasks become multi-turn with test feedback)"),
+    "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
+    "--model": ("policy.model", str, "the policy's model (hf: a local directory, a .gguf file, a "
+                "gs:// URI, or a named model: " + NAMED_MODELS.help() + ")"),
+    "--init-checkpoint": ("policy.init_checkpoint", str, "start from this checkpoint (a "
+                          "`flywheel sft`/`dpo` output or another run's checkpoints/iteration=K) "
+                          "instead of a fresh policy; no warm start"),
+    "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
+    "--eval-every": ("evaluation.every", int, "evaluate the policy every N iterations and after the "
+                     "last (flywheel eval: pass@k, maj@N, best-of-N into the evaluations table; 0: never)"),
+    "--lr": ("train.lr", float, "RL learning rate"),
+}
+
+# Flags of earlier versions, kept for one release: each warns, naming its --set form.
+OLD_FLAGS = {
     "--temperature": ("rollout.temperature", float, "sampling temperature"),
     "--advantage": ("algorithm.advantage", str, ADVANTAGES.help("advantage estimator")),
-    "--sandbox": ("rollout.sandbox", str, f"sandbox backend ({', '.join(available_backends())})"),
     "--sandbox-options": ("rollout.sandbox_options", LIST,
                           "comma-separated KEY=VALUE backend options, e.g. runtime=runsc; quote a "
                           "value that holds commas: KEY=\"a, b\""),
-    "--max-turns": ("episode.max_turns", int, "turns per episode for domains with tools (0: each "
-                    "domain's default; python_tests tasks become multi-turn with test feedback)"),
     "--domain-max-turns": ("episode.domain_max_turns", LIST,
                            "comma-separated DOMAIN=N: turns per episode of one domain with tools, "
                            "over --max-turns, e.g. fix_function=5,shell_pick=2"),
@@ -77,15 +96,9 @@ RUN_FLAGS = {
     "--shards": ("rollout.shards", int, "Parquet files per table partition, written in parallel"),
     "--max-batch-size": ("rollout.max_batch_size", int, "most rows one generation batch samples "
                          "(RunInference's batch; a real model's KV cache grows with it)"),
-    "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
-    "--model": ("policy.model", str, "the policy's model (hf: a local directory, a .gguf file, a "
-                "gs:// URI, or a named model: " + NAMED_MODELS.help() + ")"),
     "--policy-options": ("policy.options", LIST,
                          "comma-separated KEY=VALUE options of the policy backend, e.g. d_model=128; "
                          "quote a value that holds commas: system_prompt=\"Be brief, exact.\""),
-    "--init-checkpoint": ("policy.init_checkpoint", str, "start from this checkpoint (a "
-                          "`flywheel sft`/`dpo` output or another run's checkpoints/iteration=K) "
-                          "instead of a fresh policy; no warm start"),
     "--review-domains": ("review.domains", LIST, "comma-separated domains whose attempts people "
                          "label (flywheel review serve) instead of their verifier"),
     "--audit-share": ("review.audit_share", float, "share of verified training attempts also "
@@ -94,7 +107,6 @@ RUN_FLAGS = {
                           "join; later labels are counted as expired"),
     "--review-wait-seconds": ("review.wait_seconds", float, "before each update, wait up to this "
                               "long for labels of the iteration's queue"),
-    "--warm-start-max-steps": ("warm_start.max_steps", int, "upper bound on warm-start steps"),
     "--warm-start-domain-target": ("warm_start.domain_target", float, "> 0: each domain is "
                                    "warm-started until its validation pass@1 reaches this (then it "
                                    "keeps a tenth of the demonstrations) instead of stopping at "
@@ -102,8 +114,6 @@ RUN_FLAGS = {
     "--carry-optimizer": ("warm_start.carry_optimizer", boolean, "true (default): the first RL "
                           "update continues the warm start's Adam moments; false: a fresh Adam, "
                           "whose first step moves every weight by about the learning rate"),
-    "--eval-every": ("evaluation.every", int, "evaluate the policy every N iterations and after the "
-                     "last (flywheel eval: pass@k, maj@N, best-of-N into the evaluations table; 0: never)"),
     "--eval-n": ("evaluation.n", int, "samples per held-out task in those evaluations"),
     "--eval-k": ("evaluation.ks", str, "the k of their pass@k, comma-separated, e.g. 1,4,8"),
     "--eval-tasks": ("evaluation.tasks", int, "held-out tasks per domain they evaluate"),
@@ -147,7 +157,6 @@ RUN_FLAGS = {
     "--domain-scale": ("algorithm.domain_scale", str, "per-domain advantage scaling: none, or "
                        "running (each domain's share of the update is its budget share, by "
                        "running statistics of its advantages; not its size or reward scale)"),
-    "--lr": ("train.lr", float, "RL learning rate"),
     "--loss": ("algorithm.loss", str, LOSSES.help("policy loss")),
     "--aggregation": ("algorithm.aggregation", str, AGGREGATIONS.help(
         "how the loss averages its token terms") + "; default: the loss's own"),
@@ -167,32 +176,36 @@ class FlywheelOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--run-dir", dest="run_dir", default=None,
-                            help="local path or gs:// URI (default runs/<timestamp>)")
-        parser.add_argument("--config", dest="config", default=None,
-                            help="TOML (or .yaml) file of run settings; flags beside it override it")
-        parser.add_argument("--print-config", dest="print_config", action="store_true",
-                            default=False, help="print the effective run config (TOML) and exit")
-        for flag, (_, kind, text) in RUN_FLAGS.items():
-            parser.add_argument(flag, dest=_dest(flag), type=kind or str, default=None, help=text)
+        add_run_flags(parser)
+
+    def deprecated(self) -> list[str]:
+        """A warning per old flag given (OLD_FLAGS), naming its --set form."""
+        given = self.get_all_options()
+        return [f"{flag} is deprecated and goes in the next release: use --set {key}=VALUE"
+                for flag, (key, _, _) in OLD_FLAGS.items() if given.get(_dest(flag)) is not None]
 
     def run_config(self, base: dict | None = None, base_keys: set[str] = frozenset()
                    ) -> tuple[RunConfig, set[str]]:
         """(RunConfig with the given flags over `base` (a config file's values; default: the
-        defaults), the dotted keys that were given: `base_keys` and the flags').
+        defaults), the dotted keys that were given: `base_keys` and the flags'). Old flags
+        first, then the flags, then each --set in order: a later one wins.
 
         Raises ValueError or KeyError, naming the flag's value, when a registry name or a
         KEY=VALUE option is malformed, so a bad run stops before anything starts.
         """
         values, explicit = base or RunConfig().to_dict(), set(base_keys)
         given = self.get_all_options()
-        for flag, (key, kind, _) in RUN_FLAGS.items():
+        for flag, (key, kind, _) in {**OLD_FLAGS, **RUN_FLAGS}.items():
             value = given.get(_dest(flag))
             if value is None:
                 continue
             if kind is LIST:  # KEY=VALUE options may quote a value holding commas
                 value = split_items(value, flag) if key.endswith("options") else \
                     tuple(x for x in value.split(",") if x)
+            _set(values, key, value)
+            explicit.add(key)
+        for item in given.get("set") or ():
+            key, value = parse_set(item)
             _set(values, key, value)
             explicit.add(key)
         config = RunConfig.from_dict(values)
@@ -206,6 +219,29 @@ class FlywheelOptions(PipelineOptions):
         config.evaluation.k_values()
         check_steering(config.steering)
         return config, explicit
+
+
+def add_run_flags(parser, skip: tuple[str, ...] = ()) -> None:
+    """The run's flags on `parser` (`flywheel run`, and `flywheel eval`'s help): --run-dir,
+    --config, --print-config, --set, RUN_FLAGS, and OLD_FLAGS hidden from --help."""
+    meta = {"--run-dir": dict(dest="run_dir", default=None,
+                              help="local path or gs:// URI (default runs/<timestamp>)"),
+            "--config": dict(dest="config", default=None, help="TOML (or .yaml) file of run "
+                             "settings, the main interface; flags beside it override it"),
+            "--print-config": dict(dest="print_config", action="store_true", default=False,
+                                   help="print the effective run config (TOML) and exit"),
+            "--set": dict(dest="set", action="append", default=None, metavar="SECTION.KEY=VALUE",
+                          help="set any key of the config (repeatable; every key, its default and "
+                          "meaning: docs/CONFIG.md), e.g. --set train.epochs=4 --set "
+                          "episode.context=cut")}
+    for flag, kwargs in meta.items():
+        if flag not in skip:
+            parser.add_argument(flag, **kwargs)
+    for flag, (_, kind, text) in RUN_FLAGS.items():
+        parser.add_argument(flag, dest=_dest(flag), type=kind or str, default=None, help=text)
+    for flag, (_, kind, _) in OLD_FLAGS.items():
+        parser.add_argument(flag, dest=_dest(flag), type=kind or str, default=None,
+                            help=argparse.SUPPRESS)
 
 
 def _set(d: dict, dotted: str, value) -> None:

@@ -7,8 +7,8 @@ import math
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from flywheel.domains.episode_settings import EpisodeSettings
-from flywheel.cli.main import main, run_settings
+from flywheel.cli.main import main
+from flywheel.cli.run import run_settings
 from flywheel.loop.config import RunConfig
 
 KEYS = sorted(f"{table}.{key}" if isinstance(values, dict) else table

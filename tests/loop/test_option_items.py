@@ -37,7 +37,8 @@ def test_a_malformed_item_is_named(text, message):
 
 
 def test_policy_options_with_commas_reach_the_hf_options_and_the_printed_config(capsys):
-    from flywheel.cli.main import main, run_settings
+    from flywheel.cli.main import main
+    from flywheel.cli.run import run_settings
     from flywheel.policy.backends.hf.options import HFOptions
     argv = ["--policy", "hf", "--policy-options",
             'system_prompt="You are terse, exact, and kind.",stop="</a>,</b>",top_p=0.9']

@@ -48,7 +48,7 @@ def test_a_bad_setting_is_refused_before_anything_runs(argv, message):
         PipelineOptions(argv).view_as(FlywheelOptions).run_config()
 
 
-def test_run_help_lists_what_the_registries_hold():
+def test_run_help_and_the_reference_list_what_the_registries_hold():
     # Both sides in fresh processes: other test modules register test-only entries in this one.
     listed = subprocess.run([sys.executable, "-c", (
         "from flywheel.sandbox import available_backends as b; "
@@ -58,7 +58,10 @@ def test_run_help_lists_what_the_registries_hold():
         capture_output=True, text=True, check=True).stdout.strip().split("|")
     out = subprocess.run(["flywheel", "run", "--help"], capture_output=True, text=True, check=True)
     text = " ".join(out.stdout.split())
-    assert len(listed) == 3 and all(names and names in text for names in listed)
+    assert len(listed) == 3 and all(names and names in text for names in listed[1:])
+    reference = subprocess.run([sys.executable, "-m", "flywheel.loop.config_reference"],
+                               capture_output=True, text=True, check=True).stdout  # every key's
+    assert listed[0] in reference
     assert "local" in listed[2] and "grpo" in listed[0] and "tiny" in listed[1]
 
 
