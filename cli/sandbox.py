@@ -29,8 +29,8 @@ import os
 import sys
 from pathlib import Path
 
-from flywheel.loop.option_items import parse_options, split_items
-from flywheel.sandbox import BACKENDS, Limits
+from flywheel.cli.sandbox_flags import add_sandbox_flags, given_options
+from flywheel.sandbox import Limits
 from flywheel.web.service_limits import ServiceLimits
 
 
@@ -41,10 +41,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     ex = sub.add_parser("exec", help="run FILE.py in a fresh sandbox, print the result as JSON")
     ex.add_argument("file", type=Path)
     ex.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to FILE.py")
-    ex.add_argument("--backend", default="local",
-                    help=BACKENDS.help("sandbox backend") + "; default: %(default)s")
-    ex.add_argument("--sandbox-options", default="",
-                    help="comma-separated KEY=VALUE backend options, e.g. runtime=runsc")
+    add_sandbox_flags(ex, "--backend")
     ex.add_argument("--timeout", type=float, default=Limits().timeout_s,
                     help="wall-clock limit in seconds (default: %(default)s)")
     ex.add_argument("--memory-mb", type=int, default=Limits().memory_mb,
@@ -59,9 +56,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve a sandbox backend over HTTP (for --sandbox remote)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve.add_argument("--port", type=int, default=8700, help="0 picks a free port (default: %(default)s)")
-    serve.add_argument("--backend", default="local",
-                       help=BACKENDS.help("sandbox backend") + "; default: %(default)s")
-    serve.add_argument("--sandbox-options", default="", help="comma-separated KEY=VALUE backend options")
+    add_sandbox_flags(serve, "--backend")
     serve.add_argument("--token-file", type=Path, default=None,
                        help="file holding the bearer token clients must send (make one with "
                             "`openssl rand -hex 32 > FILE`; the remote backend reads it from "
@@ -101,8 +96,7 @@ def backend_options(args, one_shot: bool = True) -> dict:
     options = backend_class(args.backend).one_shot_options() if one_shot else {}
     aliases = {"runtime": getattr(args, "docker_runtime", None), "base_url": getattr(args, "docker_host", None)}
     options.update({key: value for key, value in aliases.items() if value is not None})
-    options.update(parse_options(split_items(args.sandbox_options, "--sandbox-options"),
-                                 "--sandbox-options"))
+    options.update(given_options(args))
     return options
 
 

@@ -21,9 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from rich.markup import escape
 
 from flywheel.domains.task_files import where
-from flywheel.loop.option_items import parse_options, split_items
+from flywheel.cli.sandbox_flags import add_sandbox_flags, given_options
 from flywheel.cli.tasks import load_tasks, read_rows
-from flywheel.sandbox import BACKENDS
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds
 
 
@@ -80,10 +79,7 @@ def add_parser(sub) -> None:
     p.add_argument("--tasks", required=True, nargs="+", help="task files (JSONL/Parquet, any filesystem)")
     p.add_argument("--responses", required=True, help="JSONL of {task_id, response}")
     p.add_argument("--domain", help="domain of task rows that have no `domain` field")
-    p.add_argument("--sandbox", default="local",
-                   help=BACKENDS.help("sandbox backend") + "; default: %(default)s")
-    p.add_argument("--sandbox-options", default="",
-                   help="comma-separated KEY=VALUE backend options, e.g. warm=false or runtime=runsc")
+    add_sandbox_flags(p)
     p.add_argument("--verify-deadline", type=float, default=Bounds().deadline_s,
                    help="seconds one verification may take (default: %(default)s)")
     p.add_argument("--verify-memory-mb", type=int, default=Bounds().memory_mb,
@@ -94,8 +90,7 @@ def add_parser(sub) -> None:
 def sandbox_options(args) -> dict:
     """--sandbox-options as the backend's kwargs; ValueError for a malformed or unknown option."""
     from flywheel.sandbox import check_options
-    options = parse_options(split_items(args.sandbox_options, "--sandbox-options"),
-                            "--sandbox-options")
+    options = given_options(args)
     check_options(args.sandbox, options)
     return options
 

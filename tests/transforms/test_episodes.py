@@ -2,7 +2,6 @@
 tiny policy and the local sandbox, exact token accounting read back from Parquet, the loss mask,
 a malformed tool call, and the same rows from the in-memory and the multi-process runner."""
 
-import dataclasses
 
 import pytest
 import torch
