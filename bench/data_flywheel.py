@@ -149,7 +149,7 @@ def main() -> int:
                           "--policy", "hf", "--model", args.model, "--domains", "chat_arith",
                           "--tasks", str(imported / "tasks.jsonl"), "--tasks-per-domain", "0",
                           "--heldout-per-domain", "16", "--n-samples", "4", "--iterations", "1",
-                          "--max-batch-size", "64", "--micro-tokens", "1024",
+                          "--set", "rollout.max_batch_size=64", "--set", "train.micro_tokens=1024",
                           "--seed", str(args.seed)], capture_output=True, text=True, env=env)
     from flywheel.reports.sql import query
     _, rows = query(str(run), "SELECT count(DISTINCT task_id), count(*), avg(reward_raw), "

@@ -58,7 +58,7 @@ def main() -> None:
     tasks = sums_file(tempfile.mkdtemp(prefix="bench-engine-tasks-"), args.sums)
     options = f"engine={args.engine},max_new_tokens={args.new_tokens},lora_r={args.lora_r}"
     code = flywheel(["run", "--run-dir", run_dir, "--policy", "hf", "--model", args.model,
-                     "--policy-options", options, "--iterations", str(args.iterations),
+                     "--set", f"policy.options={options}", "--iterations", str(args.iterations),
                      "--domains", "fix_function", "--tasks", tasks,
                      "--tasks-per-domain", str(args.tasks),
                      "--heldout-per-domain", "1", "--n-samples", str(args.samples),

@@ -129,8 +129,8 @@ def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: fl
                "--iterations", str(iterations), "--domains", ",".join(DOMAINS), "--max-turns", "3",
                "--tasks-per-domain", "32", "--n-samples", "8",
                "--heldout-per-domain", str(heldout_per_domain), "--seed", str(seed),
-               "--warm-start-max-steps", str(warm_start_steps), "--lr", str(lr), "--credit", credit,
-               "--kl-coef", str(kl_coef), "--carry-optimizer", carry_optimizer]
+               "--warm-start-max-steps", str(warm_start_steps), "--lr", str(lr), "--set", f"algorithm.credit={credit}",
+               "--set", f"train.kl_coef={kl_coef}", "--set", f"warm_start.carry_optimizer={carry_optimizer}"]
     console.print(" ".join(command[2:]))
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)

@@ -59,8 +59,8 @@ def flags_for(args, root: Path) -> list[str]:
     (root / "sums.jsonl").write_text("\n".join(lines[:16 + heldout]) + "\n")
     if args.final_heldout:
         (root / "final-heldout.jsonl").write_text("\n".join(lines[16 + heldout:]) + "\n")
-    return [*common, "--policy", "hf", "--model", "smollm2", "--policy-options",
-            f"lora_r={args.lora_r}", "--tasks", str(root / "sums.jsonl"), "--domains", "",
+    return [*common, "--policy", "hf", "--model", "smollm2", "--set",
+            f"policy.options=lora_r={args.lora_r}", "--tasks", str(root / "sums.jsonl"), "--domains", "",
             "--n-samples", "8", "--lr", str(args.lr)]
 
 
@@ -149,7 +149,7 @@ def main() -> None:
         run_dir = root / ("sync" if s == 0 else f"overlap{s}")
         if not args.again:
             shutil.copytree(donor / "checkpoints" / "initial", run_dir / "checkpoints" / "initial")
-            run(console, run_dir, [*flags, "--max-staleness", str(s)])
+            run(console, run_dir, [*flags, "--set", f"overlap.max_staleness={s}"])
         windows[arm] = stage_windows(str(run_dir))
         figures[arm] = timeline_figures(windows[arm])
         _, rows = query(str(run_dir), "SELECT iteration, value FROM metrics WHERE domain = '*' "

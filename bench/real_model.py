@@ -57,9 +57,9 @@ def main() -> None:
     run.parent.mkdir(parents=True, exist_ok=True)
     write_tasks(tasks, args.train_tasks, args.heldout, seed=0)
     cmd = ["flywheel", "run", "--run-dir", str(run), "--policy", "hf", "--model", "smollm2",
-           "--policy-options", f"lora_r={args.lora_r}", "--tasks", str(tasks), "--domains", "",
+           "--set", f"policy.options=lora_r={args.lora_r}", "--tasks", str(tasks), "--domains", "",
            "--iterations", str(args.iterations), "--n-samples", str(args.n_samples),
-           "--lr", str(args.lr), "--loss", args.loss]
+           "--lr", str(args.lr), "--set", f"algorithm.loss={args.loss}"]
     started = time.time()
     subprocess.run(cmd, check=True)
     wall = time.time() - started

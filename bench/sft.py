@@ -99,9 +99,9 @@ def rl_run(args, run_dir: Path, iterations: int, init: str | None) -> list[float
            "--domains", DOMAIN, "--iterations", str(iterations), "--seed", str(args.seed),
            "--tasks-per-domain", str(args.rl_tasks), "--n-samples", str(args.samples),
            "--heldout-per-domain", str(args.heldout), "--lr", str(args.rl_lr),
-           "--max-batch-size", "64",  # SmolLM2's KV cache for 256 rows is ~10 GB on CPU
-           "--micro-tokens", "4096"]  # and a 128-row minibatch's logits, in one pass, more
-    cmd += ["--policy-options", f"lora_r={args.lora_r}"] if args.lora_r else []
+           "--set", "rollout.max_batch_size=64",  # SmolLM2's KV cache for 256 rows is ~10 GB on CPU
+           "--set", "train.micro_tokens=4096"]  # and a 128-row minibatch's logits, in one pass, more
+    cmd += ["--set", f"policy.options=lora_r={args.lora_r}"] if args.lora_r else []
     cmd += ["--init-checkpoint", init] if init else []
     subprocess.run(cmd, check=True)
     rows = read_table(str(run_dir / "tables" / "metrics"), "metrics").to_pylist()

@@ -154,8 +154,8 @@ def mixture(console: Console, out: Path, args) -> None:
     common = ["--domains", "", "--tasks", str(tasks), "--iterations", str(args.iterations),
               "--n-samples", str(args.n_samples), "--seed", str(args.seed)]
     arms = {"off": common,
-            "on": ["--config", str(scale), *common, "--sampler", "uniform",
-                   "--attempts", str(attempts), "--fill-repeats", "4"]}
+            "on": ["--config", str(scale), *common, "--set", "steering.sampler=uniform",
+                   "--set", f"steering.attempts={attempts}", "--set", "steering.fill_repeats=4"]}
     walls = {arm: flywheel_run(console, root / arm, flags, initial) for arm, flags in arms.items()}
     mix = ", ".join(f"{d} {n}" for d, n in sizes.items())
     table = Table(title=f"mixture: {mix} training tasks (+{heldout} held-out each), n_samples "
@@ -197,14 +197,14 @@ def curriculum(console: Console, out: Path, args) -> None:
     root.mkdir(parents=True)
     domains = CURRICULUM[:8] if args.quick else CURRICULUM
     attempts = len(domains) * args.tasks_per_domain * args.n_samples
-    context = ("--policy-options", f"context={args.curriculum_context}")
+    context = ("--set", f"policy.options=context={args.curriculum_context}")
     initial = warm_started(console, root, domains, args.curriculum_warm_start, args.seed, context)
     common = [*context, "--domains", ",".join(domains), "--iterations", str(args.iterations),
               "--n-samples", str(args.n_samples), "--tasks-per-domain", str(args.tasks_per_domain),
-              "--heldout-per-domain", str(args.heldout), "--attempts", str(attempts),
+              "--heldout-per-domain", str(args.heldout), "--set", f"steering.attempts={attempts}",
               "--seed", str(args.seed)]
-    arms = {"uniform": [*common, "--sampler", "uniform"],
-            "curriculum": [*common, "--sampler", "curriculum"]}
+    arms = {"uniform": [*common, "--set", "steering.sampler=uniform"],
+            "curriculum": [*common, "--set", "steering.sampler=curriculum"]}
     walls = {arm: flywheel_run(console, root / arm, flags, initial) for arm, flags in arms.items()}
     it = args.iterations
     table = Table(title=f"curriculum: {len(domains)} domains, {attempts} attempts/iteration "
@@ -278,8 +278,8 @@ def topup(console: Console, out: Path, args) -> None:
               "--n-samples", str(args.n_samples), "--tasks-per-domain", str(args.tasks_per_domain),
               "--heldout-per-domain", str(args.heldout), "--seed", str(args.seed)]
     arms = {"off": common,
-            "top-up": [*common, "--top-up", "0.5", "--top-up-rounds", "3",
-                       "--top-up-attempts", "2"]}
+            "top-up": [*common, "--set", "steering.top_up=0.5", "--set", "steering.top_up_rounds=3",
+                       "--set", "steering.top_up_attempts=2"]}
     walls = {arm: flywheel_run(console, root / arm, flags, initial) for arm, flags in arms.items()}
     table = Table(title=f"top-up: {', '.join(TOPUP)}, {args.tasks_per_domain} tasks x "
                         f"{args.n_samples} samples per domain, target 0.5 of the groups")
