@@ -56,6 +56,35 @@ def members(names):
     return out
 
 
+def watched_objects(names):
+    """The modules `names` and the pytest/pluggy classes they define: whose namespaces a patch of
+    the reporting path changes (a replaced, added or removed function, method or class)."""
+    out = []
+    for name in names:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        out.append(module)
+        out += [v for v in vars(module).values() if isinstance(v, type)
+                and getattr(v, "__module__", "").startswith(("_pytest", "pluggy"))]
+    return out
+
+
+def fingerprint(objects):
+    """One cheap value that changes when any name of `objects` is rebound, added or removed, or a
+    function's code is swapped: compared at every report; only a change pays for `members`."""
+    out = []
+    for o in objects:
+        values = list(vars(o).values())
+        out.append(tuple(map(id, values)))
+        out.append(tuple(id(v.__code__) if type(v) is FUNCTION else id(v.__func__.__code__)
+                         for v in values if type(v) is FUNCTION or type(v) in WRAPPERS))
+    return out
+
+
+FUNCTION, WRAPPERS = type(fingerprint), (staticmethod, classmethod)
+
+
 def message(longrepr):
     """A report's reason in one line: a skip's reason, else the last line of the failure."""
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
@@ -99,6 +128,8 @@ class Recorder:
         self.allowed, self.env = set(allowed), env
         self.all = sorted(n for n in sys.modules if n.startswith(("_pytest", "pluggy")) or n == "pytest")
         self.snapshot, self.watched = members(self.all), members(WATCHED)
+        self.watched_objects = watched_objects(WATCHED)
+        self.watched_print = fingerprint(self.watched_objects)
         self.reports, self.collected, self.functions = {}, [], {}
         self.plugins, self.hooks, self.tampered = [], {}, []
         self.current = None
@@ -161,10 +192,14 @@ class Recorder:
             self.flag(f"a second {report.when} report for {report.nodeid}")
         phases[report.when] = [report.outcome, getattr(report, "wasxfail", None) is not None,
                                message(report.longrepr) if report.outcome != "passed" else ""]
-        moved = changed(self.watched, members(WATCHED))
-        if moved:
-            self.flag(f"pytest's machinery changed during {report.nodeid}: {', '.join(moved[:5])}")
-            self.watched = members(WATCHED)
+        now = fingerprint(self.watched_objects)
+        if now != self.watched_print:  # something was rebound: name what, by the full comparison
+            moved = changed(self.watched, members(WATCHED))
+            if moved:
+                self.flag(f"pytest's machinery changed during {report.nodeid}: {', '.join(moved[:5])}")
+            self.watched, self.watched_print = members(WATCHED), now
+            self.watched_objects = watched_objects(WATCHED)
+            self.watched_print = fingerprint(self.watched_objects)
 
     def pytest_runtest_call(self, item):
         if identity(getattr(item, "obj", None)) != self.functions.get(item.nodeid, identity(getattr(item, "obj", None))):
