@@ -43,6 +43,16 @@ def boolean(text: str) -> bool:
     return value
 
 
+def policy_help() -> str:
+    """The policy backends that learn, listed apart from the model-free ones that drive golden
+    trajectories and outside checks (scripted, standin)."""
+    from flywheel.policy.backends.standin import ModelFree
+    names = POLICIES.names()
+    fixed = [n for n in names if issubclass(POLICIES.get(n), ModelFree)]
+    learns = [n for n in names if n not in fixed]
+    return f"policy backend that learns ({', '.join(learns)}); model-free, for scripted checks: {', '.join(fixed)}"
+
+
 RUN_FLAGS = {  # the settings people change from run to run; every other key: --set
     "--iterations": ("iterations", int, "iterations to complete (a resumed run continues to this many)"),
     "--seed": ("seed", int, "seed of every random choice in the run"),
@@ -54,7 +64,7 @@ RUN_FLAGS = {  # the settings people change from run to run; every other key: --
     "--sandbox": ("rollout.sandbox", str, f"sandbox backend ({', '.join(available_backends())})"),
     "--max-turns": ("episode.max_turns", int, "turns per episode for domains with tools (0: each "
                     "domain's default; python_tests tasks become multi-turn with test feedback)"),
-    "--policy": ("policy.backend", str, POLICIES.help("policy backend")),
+    "--policy": ("policy.backend", str, policy_help()),
     "--model": ("policy.model", str, "the policy's model (hf: a local directory, a .gguf file, a "
                 "gs:// URI, or a named model: " + NAMED_MODELS.help() + ")"),
     "--init-checkpoint": ("policy.init_checkpoint", str, "start from this checkpoint (a "
