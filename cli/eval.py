@@ -27,6 +27,8 @@ import json
 from rich.console import Console
 from rich.markup import escape
 
+from flywheel.cli.terminal import tell_settings_error, warn_old_flags
+
 EVAL_HELP = "evaluate a model or a run's checkpoint: pass@k, maj@N, best-of-N"
 DEFAULT_TASKS = 50  # held-out tasks per domain when --heldout-per-domain is not given
 GRID_AXES = {"n": int, "temperature": float, "max_turns": int, "max_tool_calls": int,
@@ -169,13 +171,8 @@ def run(argv: list[str], console: Console) -> int:
         args, options, config, checkpoint, out, iteration = settings(argv)
         ks = ks_of(args.k, args.n)
     except (KeyError, ValueError) as e:
-        for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
-            console.print(f"[red]error:[/] {escape(line)}", highlight=False)
-        return 2
-    from flywheel.cli.terminal import console_for
-    from flywheel.loop.options import FlywheelOptions
-    for line in options.view_as(FlywheelOptions).deprecated():  # old flags: one release left
-        console_for(stderr=True).print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+        return tell_settings_error(console, e)
+    warn_old_flags(options)
     try:
         cells = grid_cells(args.grid) or [{}]
     except ValueError as e:

@@ -17,7 +17,7 @@ import datetime as dt
 from rich.console import Console
 from rich.markup import escape
 
-from flywheel.cli.terminal import help_formatter
+from flywheel.cli.terminal import help_formatter, tell_settings_error, warn_old_flags
 
 RUN_HELP = "run or resume RL iterations on the embedded default"
 
@@ -78,13 +78,9 @@ def cmd_run(argv: list[str], console: Console) -> int:
     try:  # settings first: a mistake in them is told before the pipeline's imports
         options, config, explicit, run_dir = run_settings(argv)
     except (KeyError, ValueError) as e:
-        for line in str(e.args[0] if isinstance(e, KeyError) else e).splitlines():
-            console.print(f"[red]error:[/] {escape(line)}", highlight=False)
-        return 2
-    from flywheel.cli.terminal import console_for
+        return tell_settings_error(console, e)
+    warn_old_flags(options)
     from flywheel.loop.options import FlywheelOptions
-    for line in options.view_as(FlywheelOptions).deprecated():  # old flags: one release left
-        console_for(stderr=True).print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
     if options.view_as(FlywheelOptions).print_config:
         print(config_toml(config.to_dict(), run_dir, beam_settings(options)), end="")
         return 0

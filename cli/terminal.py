@@ -54,3 +54,21 @@ def help_formatter(prog: str) -> argparse.HelpFormatter:
     """argparse's help, wrapped only on a terminal: in a pipe each option's help is one line
     (a wrap would also split names such as unsafe-subprocess at the hyphen)."""
     return argparse.HelpFormatter(prog, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
+
+def tell_settings_error(console: Console, error: Exception) -> int:
+    """A mistake in the settings, one `error:` line per line of its message; the exit status 2."""
+    from rich.markup import escape
+    for line in str(error.args[0] if isinstance(error, KeyError) else error).splitlines():
+        console.print(f"[red]error:[/] {escape(line)}", highlight=False)
+    return 2
+
+
+def warn_old_flags(options) -> None:
+    """One warning on stderr per old flag the command line used, naming its `--set` form (the old
+    flags have one release left)."""
+    from rich.markup import escape
+
+    from flywheel.loop.options import FlywheelOptions
+    for line in options.view_as(FlywheelOptions).deprecated():
+        console_for(stderr=True).print(f"[yellow]warning:[/] {escape(line)}", highlight=False)

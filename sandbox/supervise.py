@@ -172,13 +172,7 @@ def end_uid(uid: int, wait_s: float = 5.0) -> bool:
         procs = _run_processes(None, uid)
         if not procs:
             return True
-        live = [pid for pid, zombie in procs.items() if not zombie]
-        for pid in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in procs:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+        live = _kill_and_reap(procs, os.WNOHANG)
         waited = time.monotonic() - start
         if waited > wait_s or (not live and waited > ZOMBIE_GRACE_S):
             return False
@@ -234,6 +228,19 @@ def _run_processes(pgid: int | None, uid: int | None) -> dict[int, bool]:
     return found
 
 
+def _kill_and_reap(procs: dict[int, bool], wait_flags: int) -> list[int]:
+    """SIGKILL the live ones of `procs` ({pid: zombie}), reap those we adopted (waitpid with
+    `wait_flags`; another's child raises at once); the pids that were alive."""
+    live = [pid for pid, zombie in procs.items() if not zombie]
+    for pid in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in procs:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, wait_flags)
+    return live
+
+
 def kill_run(pgid: int | None, uid: int | None) -> None:
     """SIGKILL everything a run left behind and reap what we adopted; the leader is left to wait4.
     `pgid`: the run's group, named by its unreaped leader (None: by its uid alone)."""
@@ -241,15 +248,8 @@ def kill_run(pgid: int | None, uid: int | None) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
     for _ in range(50):  # repeat: a process may fork while we scan
-        procs = _run_processes(pgid, uid)
-        live = [pid for pid, zombie in procs.items() if not zombie]
-        for pid in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in procs:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)  # ours only when adopted as subreaper; others raise at once
-        if not live:
+        live = _kill_and_reap(_run_processes(pgid, uid), 0)  # blocking reap: ours only when
+        if not live:                                             # adopted; others raise at once
             return
 
 

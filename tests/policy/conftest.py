@@ -1,14 +1,3 @@
-import pytest
-import torch
+"""One torch thread and autograd on for every test here (tests/torch_state.py)."""
 
-
-@pytest.fixture(autouse=True)
-def trainer_torch_state():
-    """One torch thread (as pick_device sets on CPU) and autograd on, whatever other suites left
-    behind; both are restored afterwards."""
-    threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
-    torch.set_num_threads(1)
-    torch.set_grad_enabled(True)
-    yield
-    torch.set_num_threads(threads)
-    torch.set_grad_enabled(grad)
+from tests.torch_state import trainer_torch_state  # noqa: F401  (an autouse fixture)
