@@ -258,6 +258,7 @@ class WarmPool:
             reply = server.request(request)
         except BaseException:
             self._discard(server)
+            usage.tally("servers_replaced")  # the next borrow starts another in its place
             raise
         self._idle.put(server)
         if self._closed:  # closed while it ran: close() may have missed it
@@ -271,6 +272,7 @@ class WarmPool:
                 if server.proc.poll() is None and not server._closed:
                     return server
                 self._discard(server)  # died while idle (e.g. its spawning thread ended): replace
+                usage.tally("servers_replaced")
             except queue.Empty:
                 pass
             if self._closed:

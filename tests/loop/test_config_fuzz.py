@@ -29,7 +29,7 @@ def toml(value) -> str:
         return "[" + ", ".join(toml(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{json.dumps(k)} = {toml(v)}" for k, v in value.items()) + "}"
-    return json.dumps(value, ensure_ascii=False)  # TOML has no surrogate-pair escapes
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007F")  # TOML: no surrogate-pair escapes; DEL must be escaped
 
 
 SCALARS = st.one_of(st.booleans(), st.integers(), st.sampled_from([2**63 - 1, -2**63]),

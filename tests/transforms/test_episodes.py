@@ -58,7 +58,8 @@ def test_one_sandbox_pool_serves_every_stage_of_the_process(in_memory):
     servers than the sandbox concurrency, and it is closed when the last stage lets it go."""
     assert turn_stages(config().rollout.domains, 3) == 3  # 4 sandbox stages in all
     assert IN_MEMORY_COUNTERS["sandbox_pools_opened"] == 1
-    assert 1 <= IN_MEMORY_COUNTERS["sandbox_servers_started"] <= CONCURRENCY
+    started = IN_MEMORY_COUNTERS["sandbox_servers_started"]  # a server that died is replaced:
+    assert 1 <= started - IN_MEMORY_COUNTERS.get("sandbox_servers_replaced", 0) <= CONCURRENCY  # never grown per stage
     assert IN_MEMORY_COUNTERS["sandbox_uids_held_peak"] <= 2 * CONCURRENCY  # servers + cold runs
     assert shared_pool.open_backends() == {}
 
