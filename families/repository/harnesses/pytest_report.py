@@ -127,12 +127,17 @@ class Recorder:
         self.report_class = pytest.TestReport
         self.allowed, self.env = set(allowed), env
         self.all = sorted(n for n in sys.modules if n.startswith(("_pytest", "pluggy")) or n == "pytest")
-        self.snapshot, self.watched = members(self.all), members(WATCHED)
-        self.watched_objects = watched_objects(WATCHED)
-        self.watched_print = fingerprint(self.watched_objects)
+        self.snapshot = members(self.all)
+        self.watch()
         self.reports, self.collected, self.functions = {}, [], {}
         self.plugins, self.hooks, self.tampered = [], {}, []
         self.current = None
+
+    def watch(self):
+        """What each report is compared with: the watched members, and their cheap fingerprint."""
+        self.watched = members(WATCHED)
+        self.watched_objects = watched_objects(WATCHED)
+        self.watched_print = fingerprint(self.watched_objects)
 
     def flag(self, why):
         if len(self.tampered) < 20:
@@ -192,14 +197,11 @@ class Recorder:
             self.flag(f"a second {report.when} report for {report.nodeid}")
         phases[report.when] = [report.outcome, getattr(report, "wasxfail", None) is not None,
                                message(report.longrepr) if report.outcome != "passed" else ""]
-        now = fingerprint(self.watched_objects)
-        if now != self.watched_print:  # something was rebound: name what, by the full comparison
+        if fingerprint(self.watched_objects) != self.watched_print:  # something was rebound: name what, by the full comparison
             moved = changed(self.watched, members(WATCHED))
             if moved:
                 self.flag(f"pytest's machinery changed during {report.nodeid}: {', '.join(moved[:5])}")
-            self.watched, self.watched_print = members(WATCHED), now
-            self.watched_objects = watched_objects(WATCHED)
-            self.watched_print = fingerprint(self.watched_objects)
+            self.watch()
 
     def pytest_runtest_call(self, item):
         if identity(getattr(item, "obj", None)) != self.functions.get(item.nodeid, identity(getattr(item, "obj", None))):
