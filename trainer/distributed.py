@@ -114,9 +114,17 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
-def finish() -> None:
-    """Leave the process group (the end of a distributed job); a no-op without one."""
+def finish(together: bool = True) -> None:
+    """Leave the process group (the end of a distributed job); a no-op without one.
+
+    `together` (a normal end) waits at a barrier first, so no rank tears its gloo pairs down
+    while another still has a collective or its last write in flight (seen in CI: a rank that
+    reached destroy_process_group first aborted with "terminate called without an active
+    exception"). A rank leaving on an error passes False: its peers may be gone, and a barrier
+    would wait for them until the group's timeout."""
     if dist.is_available() and dist.is_initialized():
+        if together and world()[1] > 1:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -165,10 +165,12 @@ def main(argv: list[str]) -> int:
         return 2
     with open(argv[0]) as f:
         spec = json.load(f)
+    ended = False
     try:
         out = run(spec)
-    finally:
-        distributed.finish()  # a data-parallel launch's process group (train_iteration joins it)
+        ended = True
+    finally:  # a data-parallel launch's process group (train_iteration joins it)
+        distributed.finish(together=ended)
     if int(os.environ.get("RANK", "0")) == 0:  # one writer under a data-parallel launch
         write_result(spec, out)
     return 0
