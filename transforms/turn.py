@@ -325,8 +325,8 @@ def end_episode(attempt: Attempt) -> Attempt:
     domain = get_domain(attempt.domain)
     episode = attempt.episode
     answer = domain.final_response(attempt.task, episode.state)
-    if not answer and attempt.turns:
-        answer = attempt.turns[-1].get("action") or ""
+    if not answer and attempt.turns and not getattr(domain, "empty_answer_is_answer", False):
+        answer = attempt.turns[-1].get("action") or ""  # a domain whose empty answer means "none yet"
     count(f"episodes_{episode.end}")
     count("episode_turns", len(attempt.turns))
     return attempt.replace(response=answer, episode=None, episode_end=episode.end,
