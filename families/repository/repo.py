@@ -211,6 +211,7 @@ class RepoDomain(EpisodeDomain):
     required_fields = ("task_id", "prompt", "repo", "hidden_tests")
     environment: str | None = None  # every task's environment, unless a task names its own
     image: str | None = None        # every task's docker image, unless a task names its own
+    empty_answer_is_answer = True   # no change is an empty diff, scored as one (never the last action)
 
     def task_count(self) -> int | None:
         return 0
