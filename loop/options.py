@@ -218,6 +218,8 @@ class FlywheelOptions(PipelineOptions):
             key, value = parse_set(item)
             _set(values, key, value)
             explicit.add(key)
+        if values["rollout"].get("task_files") and "rollout.domains" not in explicit:
+            values["rollout"]["domains"] = []  # --tasks alone: only those tasks, no built-in domains
         config = RunConfig.from_dict(values)
         check_options(config.rollout.sandbox,
                       parse_options(config.rollout.sandbox_options, "--sandbox-options"))

@@ -29,6 +29,19 @@ def test_flywheel_flags_and_beam_flags_parse_together():
     assert config.seed == 0 and config.rollout.n_samples == 8  # defaults stand where not given
 
 
+def test_tasks_alone_train_only_those_tasks():
+    """--tasks without --domains (flag, --set or config file) leaves the built-in domains out,
+    and with them their warm start (warm_start.py trains on the run's domains only)."""
+    alone, _ = PipelineOptions(["--tasks", "a.jsonl"]).view_as(FlywheelOptions).run_config()
+    assert alone.rollout.task_files == ("a.jsonl",) and alone.rollout.domains == ()
+    both, _ = PipelineOptions(["--tasks", "a.jsonl", "--domains", "reverse"]
+                              ).view_as(FlywheelOptions).run_config()
+    assert both.rollout.domains == ("reverse",)
+    filed, _ = PipelineOptions(["--tasks", "a.jsonl"]).view_as(FlywheelOptions).run_config(
+        {**tiny_config().to_dict()}, {"rollout.domains"})
+    assert filed.rollout.domains == tiny_config().rollout.domains
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--policy", "nope"], "unknown policy backend 'nope'"),
     (["--advantage", "nope"], "unknown advantage estimator 'nope'"),

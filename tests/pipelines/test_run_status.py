@@ -21,7 +21,8 @@ def test_status_follows_a_run_in_another_process_and_sees_it_killed(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"task_id": "t", "domain": "math", "prompt": "1+1?", "answer": "2"}\n{oops\n')
     proc = subprocess.Popen(["flywheel", "run", "--run-dir", str(run_dir), "--iterations", "3",
-                             "--tasks", str(bad), *TINY],
+                             "--tasks", str(bad), "--domains", "digitsum,interval,pyexpr,reverse",
+                             *TINY],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen_stages, polls, deadline = set(), 0, time.time() + 400
     try:
