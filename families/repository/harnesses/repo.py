@@ -52,7 +52,7 @@ def env_paths():
     return [ENV] if os.path.isdir(ENV) else []
 
 
-SIBLINGS = ("unified_diff", "repo_checks", "child_channel", "pytest_report", "pytest_run")
+SIBLINGS = ("unified_diff", "repo_checks", "child_channel", "pytest_report", "pytest_run", "apply_chain")
 SOURCES = {}  # name -> (path, text): this file and its siblings, read before any of the repository runs
 
 
