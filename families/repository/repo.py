@@ -48,6 +48,7 @@ from flywheel.domains.episodes import SUBMITTED, EpisodeDomain, Step
 from flywheel.domains.registry import register_domain
 from flywheel.domains.report_channel import harness_report
 from flywheel.families.repository.repo_base import BASE_MOUNT, materialized
+from flywheel.families.repository.repo_install import install_mounts
 from flywheel.domains.environments import ENV_MOUNT, environment_dir, environment_problem
 from flywheel.families.repository.repo_snapshot import (SnapshotError, SnapshotStore, default_store, read_snapshot,
                                             same_store, split_commit)
@@ -297,6 +298,7 @@ class RepoDomain(EpisodeDomain):
             plan = {**plan, "base": BASE_MOUNT, "changes": changes}
         else:
             plan = {**plan, "tree": tree(task, changes)}
+        mounts += install_mounts(snapshot_files(task), task["repo"].get("snapshot"))
         return {"files": dict(HARNESS_FILES),
                 "command": ["python", "harness.py", mode], "stdin": json.dumps(plan),
                 "limits": limits, "mounts": mounts,

@@ -47,9 +47,21 @@ SCRATCH = os.path.join(HERE, ".flywheel", "scratch")  # the commands' HOME and T
 WATCHED = ("/dev/shm",)                           # writable places beside the work dir, if any
 
 
+SITE = "/opt/flywheel-site"                      # the repository's own install (repo_install.py)
+INSTALL = []                                      # [roots] once read from SITE's install.json
+
+
 def env_paths():
-    """[ENV] when the task's environment is mounted, else []."""
-    return [ENV] if os.path.isdir(ENV) else []
+    """[ENV] when the task's environment is mounted; then, when the repository declares a
+    package (families/repository/repo_install.py), SITE (its .dist-info, no code) and its import
+    roots in this tree (`src`): what every child puts on sys.path and shells on PYTHONPATH."""
+    paths = [ENV] if os.path.isdir(ENV) else []
+    if os.path.isdir(SITE):
+        if not INSTALL:
+            with open(os.path.join(SITE, "install.json"), encoding="utf-8") as f:
+                INSTALL.append([r for r in json.load(f).get("roots") or [] if isinstance(r, str)])
+        paths += [SITE] + [os.path.join(REPO, r) for r in INSTALL[0]]
+    return paths
 
 
 SIBLINGS = ("unified_diff", "repo_checks", "child_channel", "pytest_report", "pytest_run", "apply_chain")
