@@ -22,9 +22,34 @@ from typing import Any
 
 from flywheel.domains.task_formats import FormatError, known_formats, recognise
 from flywheel.domains.task_paths import PathError
+from flywheel.registry import Registry
 
 Row = tuple[int, "dict[str, Any] | None", "str | None"]   # (line or row number, row, problem)
 FormatRow = tuple[int, "dict[str, Any] | None", "str | None", "str | None"]  # ... + format name
+
+
+# Files read by name rather than as rows (a Harbor task folder's `task.toml`: the reader reads
+# the folder around it); a family registers its reader with `@task_file_reader(NAME)`.
+FILE_READERS: Registry = Registry("task file reader", home=("flywheel.families.*",))
+
+
+def task_file_reader(name: str):
+    """Decorator: files named `name` are read by `reader(path, data)`, which yields Rows."""
+    def register(reader):
+        FILE_READERS.register(name, reader)
+        return reader
+    return register
+
+
+def expand_pattern(pattern: str) -> list[str]:
+    """A task pattern as file patterns: a local folder becomes the files in it, or in its
+    subfolders, that a registered reader reads by name (a task folder, or a folder of task
+    folders); any other pattern is itself."""
+    if "://" in pattern or not os.path.isdir(pattern):
+        return [pattern]
+    names = [name for name, _ in FILE_READERS.items()]
+    here = [os.path.join(pattern, n) for n in names if os.path.isfile(os.path.join(pattern, n))]
+    return here or [os.path.join(pattern, "*", n) for n in names]
 
 
 def where(path: str, number: int) -> str:
@@ -50,7 +75,9 @@ def task_rows(path: str, data: bytes, default_domain: str | None = None) -> Iter
     """As rows_of_file, with the name of the task format each row was read in (None for a row
     that names its `domain`). A row without one gets its format's domain, or `default_domain`."""
     folder = os.path.dirname(path)
-    for number, row, problem in raw_rows(path, data):
+    name = os.path.basename(path)
+    named = FILE_READERS.get(name) if name in FILE_READERS else None
+    for number, row, problem in (named(path, data) if named else raw_rows(path, data)):
         if row is not None and ("_folder" in row or "repo" in row):
             row = _placed(row, folder)
         if row is None or row.get("domain"):
