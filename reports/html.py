@@ -11,6 +11,8 @@ run directory beside it:
 - errors by kind per iteration
 - the trainer's loss, KL and grad norm (and its other statistics) where the run recorded them
 - the stage timeline: each iteration's rollout and update on one clock (reports/timeline.py)
+- for runs with episodes, an episode's time in sampling, queue wait and tools, and the engine's
+  batch sizes, per iteration: is the sandbox or the model the bottleneck (reports/episode_timing.py)
 - for render domains, the best and worst renders of the last iteration beside their targets
   (reports/render_panel.py)
 - per domain, where the run recorded `watch/*` metrics (loop/domain_watch.py): success,
@@ -39,6 +41,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from flywheel.loop.layout import RunLayout
+from flywheel.reports.episode_timing import episode_timing_plot
 from flywheel.reports.eval_html import ablation_plot, eval_curves_plot, scaling_section
 from flywheel.reports.plots import ALL, Plot, draw_lines, png, text
 from flywheel.reports.render_panel import render_panel_for_run
@@ -243,6 +246,9 @@ def render_report(run_dir: str) -> tuple[str, list[Plot]]:
         timeline = timeline_plot(run_dir)
         if timeline:
             plots.append(timeline)
+        episodes = episode_timing_plot(run_dir)
+        if episodes:
+            plots.append(episodes)
     sections = [_plot_section(p) for p in plots]
     watch = domain_watch(tables.rows("SELECT iteration, domain, name, value FROM metrics "
                                      "WHERE name LIKE 'watch/%' ORDER BY 1, 2, 3"))
