@@ -2,6 +2,7 @@
 
     python bench/repo_episodes.py [--part cost|speed|contexts|all] [--tasks 8] [--episodes 16]
                                   [--turns 32] [--budget 12000] [--seed 0]
+                                  [--workers 1,2,4] [--rounds 1] [--one-at-a-time]
     python bench/repo_episodes.py --part model [--model smollm2] [--tasks 4] [--turns 8]
                                   [--context anchored] [--model-budget 0] [--model-context 2048]
 
@@ -14,11 +15,13 @@ pool), timed by kind (read: list/read/search; edit; test: run_visible_tests), be
 with the same plan run as a plain subprocess in a temp dir (no sandbox: the baseline); and the
 tree's rebuild from snapshot + changes inside each call (the harness's own clock). Median and p95.
 
-speed: --episodes episodes three ways in one process, side by side: one at a time (sample a turn,
-run its tool, next turn), turn-batched in a plain loop (all live episodes sampled in one call per
-turn, tools 4 at a time), and the rollout's Beam Turn stages on the DirectRunner in-memory; then
-the Beam rollout in-memory and multi_processing (2 workers) write their tables, compared row for
-row (bench/same_tables.py's rule).
+speed: --episodes episodes, side by side in one process (--rounds times, in alternating order):
+the plain turn-batched loop (all live episodes sampled in one call per turn, tools 4 at a time:
+the baseline), and the rollout pipeline (pipelines/rollout.py, whatever episode stage the checkout
+has) on the DirectRunner in-memory and under multi_processing with each of --workers. Prints
+episodes/s, Beam in-memory / the loop and N workers / 1 worker, each Beam run's sandbox tallies
+(uid leases, ms waited for one, servers started), whether the Beam runs' tables are identical
+(bench/same_tables.py's rule), and the pipeline's transform count for 2, 32 and 200 turns.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -136,9 +140,17 @@ def episodes_of(drawn: list[dict], turns: int, seed: int):
     return [start_episode(a, EpisodeSettings(max_turns=turns)) for a in attempts]
 
 
-def speed(n: int, turns: int, seed: int, console: Console) -> None:
+WAYS = ("turn-batched loop", "Beam in-memory")  # then "Beam multi_processing xN" per --workers
+
+
+def speed(n: int, turns: int, seed: int, console: Console, workers: tuple[int, ...] = (1, 2, 4),
+          rounds: int = 1, one_at_a_time_too: bool = False) -> None:
+    """The plain turn-batched loop (the baseline) beside the rollout's Beam path in-memory and under
+    multi_processing with each of `workers`, `rounds` times in alternating order; then the
+    ratios, the Beam runs' tables compared and their sandbox tallies (uid leases, waits)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from episodes import one_at_a_time, turn_batched
+    from same_tables import compare
     from flywheel.sandbox import get_backend
     from flywheel.policy.backends import create_policy
     drawn = tasks(n, seed)
@@ -146,31 +158,93 @@ def speed(n: int, turns: int, seed: int, console: Console) -> None:
     script = os.path.join(folder, "script.jsonl")
     write_script(script, drawn, turns)
     policy = create_policy("scripted", {"script": script}, seed)
-    figures, solved = {}, {}
-    with get_backend("local") as backend:
-        for name, fn in (("one at a time", lambda: one_at_a_time(policy, episodes_of(drawn, turns, seed), backend)),
-                         ("turn-batched loop", lambda: turn_batched(policy, episodes_of(drawn, turns, seed), backend))):
+    ways = [*(["one at a time"] if one_at_a_time_too else []), *WAYS,
+            *(f"Beam multi_processing x{w}" for w in workers)]
+    seconds: dict[str, list[float]] = {w: [] for w in ways}
+    solved, tallies, run_dirs = {}, {}, {}
+    load = os.getloadavg()
+    for r in range(rounds):
+        for way in (ways if r % 2 == 0 else ways[::-1]):
             start = time.perf_counter()
-            done = fn()
-            figures[name] = len(done) / (time.perf_counter() - start)
-            solved[name] = sum(a.episode_end == "submitted" and len(a.turns) == turns for a in done)
-    start = time.perf_counter()
-    memory = beam_rollout(folder, "in-memory", script, n, turns, seed, [])
-    figures["Beam rollout, in-memory"] = n / (time.perf_counter() - start)
-    start = time.perf_counter()
-    multi = beam_rollout(folder, "multi", script, n, turns, seed,
-                         ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
-    figures["Beam rollout, multi_processing x2"] = n / (time.perf_counter() - start)
-    table = Table(title=f"{n} {DOMAIN_NAME} episodes of {turns} turns, scripted policy, local sandbox")
-    for column in ("way", "episodes/s", "vs one at a time"):
+            if way in ("one at a time", "turn-batched loop"):
+                loop = one_at_a_time if way == "one at a time" else turn_batched
+                with get_backend("local") as backend:
+                    done = loop(policy, episodes_of(drawn, turns, seed), backend)
+                solved[way] = sum(a.episode_end == "submitted" for a in done)
+            else:
+                beam_args = [] if way == "Beam in-memory" else [
+                    "--direct_running_mode=multi_processing",
+                    f"--direct_num_workers={way.rsplit('x', 1)[1]}"]
+                run_dir, result = beam_rollout(folder, f"{way.split()[-1]}-{r}", script, n, turns,
+                                               seed, beam_args)
+                run_dirs.setdefault(way, run_dir)
+                tallies.setdefault(way, sandbox_tallies(result))
+            seconds[way].append(time.perf_counter() - start)
+    table = Table(title=f"{n} {DOMAIN_NAME} episodes of {turns} turns, scripted policy, local "
+                        f"sandbox, {rounds} round(s) in alternating order (load before: "
+                        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
+    for column in ("way", "episodes/s (each round)", "median", "vs turn-batched loop"):
         table.add_column(column, justify="right")
-    for name, rate in figures.items():
-        table.add_row(name, f"{rate:.2f}", f"{rate / figures['one at a time']:.2f}x")
+    rate = {w: statistics.median(n / s for s in seconds[w]) for w in ways}
+    base = rate["turn-batched loop"]
+    for way in ways:
+        table.add_row(way, " ".join(f"{n / s:.2f}" for s in seconds[way]), f"{rate[way]:.2f}",
+                      f"{rate[way] / base:.2f}x")
     console.print(table)
-    console.print(f"episodes submitted at turn {turns}, of {n}: {solved}")
-    same = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "same_tables.py"),
-                           memory, multi], capture_output=True, text=True)
-    console.print("in-memory vs multi_processing tables:\n" + same.stdout.strip())
+    console.print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+                  f"on {os.cpu_count()} cores")
+    console.print(f"Beam in-memory / turn-batched loop: {rate['Beam in-memory'] / base:.2f}x "
+                  "(issue 41 asks >= 1.0)")
+    if 1 in workers:
+        for w in workers:
+            if w != 1:
+                console.print(f"multi_processing {w} workers / 1 worker: "
+                              f"{rate[f'Beam multi_processing x{w}'] / rate['Beam multi_processing x1']:.2f}x"
+                              + (" (issue 41 asks >= 1.6)" if w == 2 else ""))
+    if solved:
+        console.print(f"plain loops, episodes submitted of {n}: {solved}")
+    leases = Table(title="sandbox tallies of each Beam run (its first round; summed over workers)")
+    for column in ("way", *TALLIES):
+        leases.add_column(column, justify="right")
+    for way, found in tallies.items():
+        leases.add_row(way, *(f"{found.get(t, 0):,.0f}" for t in TALLIES))
+    console.print(leases)
+    first, *others = run_dirs.items()
+    for way, run_dir in others:
+        console.print(f"tables, {first[0]} vs {way} (bench/same_tables.py):")
+        print("identical" if compare(Path(first[1]), Path(run_dir)) else "NOT IDENTICAL", flush=True)
+    transform_counts(seed, script, console)
+
+
+TALLIES = ("sandbox_uid_leases", "sandbox_uid_wait_ms", "sandbox_uids_held_peak",
+           "sandbox_servers_started", "sandbox_pools_opened")
+
+
+def sandbox_tallies(result) -> dict[str, float]:
+    """The run's `sandbox_*` counters (transforms/execute.py report_usage: each worker's sandbox
+    tallies, summed; a peak summed over workers is the most they could have held at once)."""
+    found: dict[str, float] = {}
+    for c in result.metrics().query()["counters"]:
+        if c.key.metric.name.startswith("sandbox_"):
+            found[c.key.metric.name] = found.get(c.key.metric.name, 0) + c.committed
+    return found
+
+
+def transform_counts(seed: int, script: str, console: Console) -> None:
+    """The rollout pipeline's transforms (all, and the leaves that run) for 2, 32 and 200 turns."""
+    import apache_beam as beam
+    from flywheel.loop.layout import RunLayout
+    from flywheel.pipelines.rollout import IterationSpec, Rollout
+    counts = []
+    for turns in (2, 32, 200):
+        pipeline = beam.Pipeline()
+        _ = pipeline | "Rollout" >> Rollout(rollout_config(script, 1, turns, seed),
+                                            IterationSpec("bench", 0, 0, None),
+                                            RunLayout(tempfile.mkdtemp(prefix="bench-graph-")))
+        transforms = pipeline.to_runner_api().components.transforms.values()
+        leaves = sum(not t.subtransforms for t in transforms)
+        counts.append(f"{turns} turns: {len(transforms)} transforms ({leaves} leaves)")
+    console.print("rollout pipeline of one repository domain: " + "; ".join(counts))
 
 
 def contexts(n: int, turns: int, seed: int, budget: int, console: Console) -> None:
@@ -263,20 +337,25 @@ def model(n: int, turns: int, seed: int, name: str, context: str, console: Conso
         console.print(f"  action: {(t['action'] or '')[:160]!r}\n    -> {(t['observation'] or '')[:160]!r}")
 
 
-def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: int,
-                 beam_args: list[str]) -> str:
-    from apache_beam.options.pipeline_options import PipelineOptions
+def rollout_config(script: str, n: int, turns: int, seed: int):
     from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+    return RunConfig(seed=seed, policy=PolicySpec("scripted", options=(f"script={script}",)),
+                     rollout=RolloutSettings(domains=(DOMAIN_NAME,), tasks_per_domain=n,
+                                             heldout_per_domain=0, n_samples=1),
+                     episode=EpisodeSettings(max_turns=turns))
+
+
+def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: int,
+                 beam_args: list[str]):
+    """The rollout pipeline (pipelines/rollout.py's public entry, whatever stages the checkout
+    has) on the DirectRunner: (its run dir, the PipelineResult)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
     from flywheel.loop.layout import RunLayout
     from flywheel.pipelines.rollout import IterationSpec, run_rollout
     run_dir = os.path.join(folder, name)
-    config = RunConfig(seed=seed, policy=PolicySpec("scripted", options=(f"script={script}",)),
-                       rollout=RolloutSettings(domains=(DOMAIN_NAME,), tasks_per_domain=n,
-                                               heldout_per_domain=0, n_samples=1),
-                       episode=EpisodeSettings(max_turns=turns))
-    run_rollout(config, IterationSpec("bench", 0, 0, None), RunLayout(run_dir),
-                PipelineOptions(["--runner=DirectRunner", *beam_args]))
-    return run_dir
+    result = run_rollout(rollout_config(script, n, turns, seed), IterationSpec("bench", 0, 0, None),
+                         RunLayout(run_dir), PipelineOptions(["--runner=DirectRunner", *beam_args]))
+    return run_dir, result
 
 
 def main() -> None:
@@ -293,12 +372,19 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16, help="episodes per way (speed)")
     parser.add_argument("--turns", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", default="1,2,4",
+                        help="multi_processing worker counts (speed), comma-separated")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="speed: run every way this many times, in alternating order")
+    parser.add_argument("--one-at-a-time", action="store_true",
+                        help="speed: also time episodes one at a time in a plain loop")
     args = parser.parse_args()
     console = Console()
     if args.part in ("cost", "all"):
         cost(args.tasks, args.turns, args.seed, console)
     if args.part in ("speed", "all"):
-        speed(args.episodes, args.turns, args.seed, console)
+        speed(args.episodes, args.turns, args.seed, console,
+              tuple(int(w) for w in args.workers.split(",") if w), args.rounds, args.one_at_a_time)
     if args.part in ("contexts", "all"):
         contexts(args.episodes, args.turns, args.seed, args.budget, console)
     if args.part == "model":  # minutes on CPU: not part of `all`
