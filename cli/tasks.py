@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from flywheel.domains.registry import prepare_task
-from flywheel.domains.task_files import raw_rows, task_rows, where
+from flywheel.domains.task_files import expand_pattern, raw_rows, task_rows, where
 from flywheel.domains.task_formats import TASK_FORMATS
 
 
@@ -56,7 +56,7 @@ def read_task_rows(pattern: str, default_domain: str | None = None
                    ) -> Iterator[tuple[str, int, dict[str, Any] | None, str | None, str | None]]:
     """As read_rows, plus each row's task format (None: the row names its domain); rows without
     `domain` are read as their format's tasks (task_files.task_rows)."""
-    for path, data in _files(pattern):
+    for path, data in (f for each in expand_pattern(pattern) for f in _files(each)):
         if data is None:
             yield path, 0, None, "no file matches", None
             continue
@@ -132,6 +132,9 @@ def run(args, console) -> int:
         from flywheel.families.repository.task_checks import check_repo_tasks  # the sandbox, on demand
         quiet = args.format == "json"
         problems += check_repo_tasks(tasks, lambda line: quiet or console.print(
+            line, markup=False, highlight=False), args.sandbox)
+        from flywheel.families.harbor.task_checks import check_harbor_tasks  # solution 1, nothing 0
+        problems += check_harbor_tasks(tasks, lambda line: quiet or console.print(
             line, markup=False, highlight=False), args.sandbox)
     if args.format == "json":
         print(json.dumps({"tasks": len(tasks), "problems": problems,
