@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 
 from flywheel.domains.registry import get_domain, prepare_task
-from flywheel.domains.task_files import rows_of_file, where
+from flywheel.domains.task_files import expand_pattern, rows_of_file, where
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
 
 CHUNK_TASKS = 1000  # indices per chunk: the unit of parallelism between workers
@@ -122,7 +122,7 @@ class ReadTasks(beam.PTransform):
                 | "TaskIndices" >> beam.FlatMap(task_indices)
                 | "Generate" >> beam.ParDo(_GenerateTask(self.seed, self.max_prompt_bytes))
                 .with_outputs(ERRORS_TAG, main="tasks"))
-        for i, pattern in enumerate(self.patterns):
+        for i, pattern in enumerate(p for given in self.patterns for p in expand_pattern(given)):
             outputs.append(
                 pbegin
                 | f"Match{i}" >> fileio.MatchFiles(pattern)
