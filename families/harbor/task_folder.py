@@ -184,6 +184,7 @@ def harbor_task(row: dict, folder: str) -> dict:
     return {"task_id": row["task_id"], "prompt": row["instruction"], "workdir": env.workdir,
             "app_files": app_texts, "app_binary": app_binary, "image": image or None,
             "needs_image": env.needs_image, "env": env.env, "tests": tests,
+            "context_files": context_texts, "context_binary": context_binary,
             "tests_binary": tests_binary, "solution": solution, "solution_binary": solution_binary,
             "verifier_env": verifier_env, "reference_script": solution.get("solve.sh", ""),
             "limits": {"agent_timeout_s": _number(agent, "timeout_sec", 600, "agent"),
