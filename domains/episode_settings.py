@@ -1,9 +1,10 @@
 """A run's episode settings (`[episode]` of the run config): one object for every stage that needs it.
 
 Turns, the token budget, the context strategy and the turns it keeps, the observation size and
-the tool-call limit are the run's, not any one episode's: they travel once, as this frozen object,
-to the stages that read them (Episodes, Turn, the context strategies, Act), while the attempt
-record's `EpisodeState` carries only what differs per episode.
+the tool-call limit, and how many episodes a worker runs at once, are the run's, not any one
+episode's: they travel once, as this frozen object, to the stages that read them (Episodes,
+RunEpisodes, the context strategies, act), while the attempt record's `EpisodeState` carries only
+what differs per episode.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ class EpisodeSettings:
     context: str = "full"                 # once the context is full: full (end), cut, anchored, summarize
     keep_turns: int = 4                   # turns cut/anchored/summarize contexts keep whole
     max_tool_calls: int = 0               # tool calls per episode besides submit (0: no limit but turns)
+    concurrency: int = 16                 # episodes one worker process runs at once, each its own loop
 
     def __post_init__(self):
         for name in ("max_turns", "tokens", "max_tool_calls"):
             if getattr(self, name) < 0:
                 raise ValueError(f"episode.{name} must be >= 0, got {getattr(self, name)}")
+        if self.concurrency < 1:
+            raise ValueError(f"episode.concurrency must be >= 1, got {self.concurrency}")
         if self.keep_turns < 1:
             raise ValueError(f"episode.keep_turns must be >= 1, got {self.keep_turns}")
         if self.observation_chars < 1:

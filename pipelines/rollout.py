@@ -23,6 +23,7 @@ from flywheel.loop.layout import RunLayout
 from flywheel.loop.steering_plan import SamplingPlan
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
+from flywheel.sandbox.pool import CONCURRENCY
 from flywheel.transforms.execute import Execute
 from flywheel.domains.registry import generating_domains
 from flywheel.transforms.episodes import Episodes, is_multi_turn, turn_stages
@@ -140,16 +141,17 @@ def policy_args(config: RunConfig, checkpoint_uri: str | None) -> dict:
 
 
 def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler):
-    """Generate (or unroll the episodes of) `attempts`, execute and verify them: (the Verify
+    """Generate (or run the episodes of) `attempts`, execute and verify them: (the Verify
     output, whose `attempts` are scored, and the errors of every stage)."""
     r = config.rollout
-    sandbox = dict(backend=r.sandbox, options=parse_options(r.sandbox_options))
     limits = config.episode.limits()
-    stages, turn_errors = turn_stages(r.domains, limits), ()
-    if stages > 1:  # multi-turn domains unroll their episodes; the others sample once
+    multi_turn = turn_stages(r.domains, limits) > 1
+    sandbox = dict(backend=r.sandbox, options=sandbox_options(config, multi_turn))
+    turn_errors = ()
+    if multi_turn:  # multi-turn domains run their episodes; the others sample once
         single, multi = attempts | "ByTurns" >> beam.Partition(
             lambda a, n, m=limits: int(is_multi_turn(a, m)), 2)
-        episodes = multi | "Episodes" >> Episodes(handler, stages, config.episode, **sandbox)
+        episodes = multi | "Episodes" >> Episodes(handler, None, config.episode, **sandbox)
         generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
                      | "AllGenerated" >> beam.Flatten())
         turn_errors = (episodes[ERRORS_TAG],)
@@ -158,6 +160,17 @@ def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler):
     executed = generated | "Execute" >> Execute(**sandbox)
     verified = executed["attempts"] | "Verify" >> Verify()
     return verified, (*turn_errors, executed[ERRORS_TAG], verified[ERRORS_TAG])
+
+
+def sandbox_options(config: RunConfig, multi_turn: bool) -> dict:
+    """The run's sandbox options, for every sandboxed stage alike (they share one pool per worker
+    process, keyed by them). With episodes on the `local` backend and no `pool_size` given, the
+    pool holds a warm server for each episode loop a worker runs at once (episode.concurrency),
+    and at least the sandbox concurrency Execute uses."""
+    options = parse_options(config.rollout.sandbox_options)
+    if multi_turn and config.rollout.sandbox == "local" and "pool_size" not in options:
+        options["pool_size"] = max(CONCURRENCY, config.episode.concurrency)
+    return options
 
 
 def run_rollout(config: RunConfig, spec: IterationSpec, layout: RunLayout,

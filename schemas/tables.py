@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 """Major.minor. Readers reject an unknown major; a minor bump only adds nullable columns or
 struct fields (1.1: trajectories.checkpoint_digest; 1.2: multi-turn episodes, i.e. response_mask,
 episode_end and the turn fields after duration_ms; 1.3: context segments, i.e. `segments` and
 turns' `segment`; 1.4: segments' `summary`; 1.5: the `evaluations` table; 1.6: trajectories.reward_source and the
 data-flywheel tables: interactions, feedback, sft_examples, preference_pairs, review_queue,
-reviews). Older tables read the added ones as null."""
+reviews); 1.7: turns' `checkpoint_digest`, the weights that sampled each action). Older tables
+read the added ones as null."""
 
 TURN = pa.struct([
     ("action", pa.string()),
@@ -32,6 +33,7 @@ TURN = pa.struct([
     ("reward", pa.float64()),               # the domain's score of the state after this turn
     ("advantage", pa.float64()),            # this turn's normalized discounted return (per-turn credit)
     ("segment", pa.int32()),                # the context segment holding the action (0: the first)
+    ("checkpoint_digest", pa.string()),     # the weights that sampled the action (1.7; null before)
 ])
 
 SEGMENT = pa.struct([                       # an episode's earlier context (context_strategies.py)

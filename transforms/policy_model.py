@@ -1,11 +1,12 @@
-"""The rollout's one RunInference model handler, shared by Generate and every Turn stage.
+"""The rollout's one model handler, shared by Generate (RunInference) and RunEpisodes.
 
     handler = PolicyModelHandler(checkpoint_uri, backend="hf", options={...})
-    attempts | Generate(handler);  episodes | Turn(handler) ...
+    attempts | Generate(handler);  episodes | RunEpisodes(handler, ...)
 
 A worker process holds one `WorkerModel`: the policy (its tokenizer frames prompts and
-observations) and one rollout engine (policy/rollout_engine.py) that samples, whichever stages
-run. The handler names the weights it wants (a checkpoint, or a fresh policy from the run's
+observations), one rollout engine (policy/rollout_engine.py) and the one generation thread that
+batches every request for it (policy/batching_engine.py: the episode loops' next actions and
+Generate's single-turn batches alike), whichever stages run. The handler names the weights it wants (a checkpoint, or a fresh policy from the run's
 backend, options and seed); a worker already running that checkpoint's digest loads nothing, so
 a run that mixes single- and multi-turn domains loads each iteration's weights once, and a vLLM
 engine starts once per worker and takes each iteration's weights in place. Counters:
@@ -26,9 +27,9 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import count
 from flywheel.transforms.generate import generate_batch
-from flywheel.transforms.turn import generate_turn_batch
 
 if TYPE_CHECKING:
+    from flywheel.policy.batching_engine import BatchingEngine
     from flywheel.policy.checkpoint import Checkpoint
     from flywheel.policy.policy import Policy
     from flywheel.policy.rollout_engine import RolloutEngine
@@ -44,6 +45,7 @@ class WorkerModel:
         self.digest: str | None = None
         self.engine: RolloutEngine | None = None
         self.engine_name: str | None = None
+        self._batcher: BatchingEngine | None = None
 
     def ready(self, handler: PolicyModelHandler) -> tuple[Policy, str, RolloutEngine]:
         """(policy, digest, engine) running the weights `handler` names, loading them only
@@ -53,6 +55,17 @@ class WorkerModel:
                 self._load(handler)
                 self.source = handler.source
             return self.policy, self.digest, self.engine
+
+    def batching(self, max_batch: int = 256) -> BatchingEngine:
+        """The engine behind this worker's one generation thread (started on first use; a new
+        one when the engine was replaced). Sampling takes `lock`, as weight loads do."""
+        from flywheel.policy.batching_engine import BatchingEngine
+        with self.lock:
+            if self._batcher is None or self._batcher.engine is not self.engine:
+                if self._batcher is not None:
+                    self._batcher.close()
+                self._batcher = BatchingEngine(self.engine, self.lock, max_batch=max_batch)
+            return self._batcher
 
     def _load(self, handler: PolicyModelHandler) -> None:
         from flywheel.policy.checkpoint import recorded_digest
@@ -76,6 +89,9 @@ class WorkerModel:
     def close(self) -> None:
         """Stop the engine; the next batch loads its weights into a new one."""
         engine, self.engine, self.source = self.engine, None, None
+        batcher, self._batcher = self._batcher, None
+        if batcher is not None:
+            batcher.close()
         if engine is not None:
             engine.close()
 
@@ -91,7 +107,8 @@ def close_worker_model() -> None:
 
 class PolicyModelHandler(ModelHandler[Attempt, PredictionResult, WorkerModel]):
     """RunInference handler for any policy backend and rollout engine: a batch of attempts gets
-    one response each; a batch of live episodes gets each one's next action.
+    one response each, sampled through the worker's batching engine. RunEpisodes opens the same
+    worker model (`load_model`, `WorkerModel.ready`) for its episode loops.
 
     With `checkpoint_uri` the checkpoint decides the backend; without one, a fresh policy of
     `backend` is created from `options` and `init_seed` (an iteration before any checkpoint).
@@ -132,19 +149,17 @@ class PolicyModelHandler(ModelHandler[Attempt, PredictionResult, WorkerModel]):
 
     def run_inference(self, batch: Sequence[Attempt], model: WorkerModel,
                       inference_args=None) -> Iterable[PredictionResult]:
-        policy, digest, engine = model.ready(self)
-        turns = [a.episode is not None for a in batch]
-        if any(turns) and not all(turns):
-            raise ValueError("a batch mixes live episodes and single-turn attempts")
-        outs = (generate_turn_batch(policy, batch, engine, (inference_args or {})["episode"])
-                if any(turns) else generate_batch(policy, batch, engine))
+        policy, digest, _ = model.ready(self)
+        if any(a.episode is not None for a in batch):
+            raise ValueError("live episodes run in RunEpisodes (transforms/episode_loop.py), "
+                             "not through RunInference")
+        outs = generate_batch(policy, batch, model.batching(self.max_batch_size))
         return [PredictionResult(a, {**out, "checkpoint_digest": digest})
                 for a, out in zip(batch, outs)]
 
     def validate_inference_args(self, inference_args):
-        """The Turn stages pass the run's episode settings (`{"episode": EpisodeSettings}`)."""
-        if inference_args and set(inference_args) != {"episode"}:
-            raise ValueError(f"unexpected inference_args {sorted(inference_args)}: only `episode`")
+        if inference_args:
+            raise ValueError(f"unexpected inference_args {sorted(inference_args)}: none are taken")
 
     def batch_elements_kwargs(self):
         # BatchElements grows batches from min_batch_size; starting at 1 wastes the first dozens

@@ -1,15 +1,16 @@
-"""Turn: one step of every live episode, as Beam stages; the rollout unrolls `max_turns` of them.
+"""Turn: one step of an episode (sample its next action, take it), for the episode loop.
 
-    live episodes -> GenerateTurn (one RunInference over all of them) -> Act (parse the tool call,
-    run it in a fresh sandbox from the episode's state, observe) -> live | done | errors
+    episode -> generate_turn_batch (its next action, under the context strategy) -> with_sample
+            -> act (parse the tool call, run it from the episode's state, observe) -> ... -> end_episode
 
-Act takes each action as one step of its domain (`EpisodeDomain.step`, through the tool runner of
-domains/tool_runner.py, the same one Execute uses). Finished episodes (submitted, solved, out of
-turns or tokens, or stopped by a sandbox failure) leave through the `done` output, so the next
-Turn carries only live ones. Everything an episode needs travels in its attempt record
-(`Attempt.episode`, a frozen `EpisodeState`: turn number, state, the observation to show next),
-so any worker can run its next turn. `EndEpisode` then makes a done episode an
-ordinary attempt whose `response` is the episode's answer, for the single-turn Execute/Verify.
+transforms/episode_loop.py runs each episode as its own loop of these steps inside one Beam stage
+(RunEpisodes); tests and benchmarks call them directly. `act` takes each action as one step of its
+domain (`EpisodeDomain.step`, through the tool runner of domains/tool_runner.py, the same one
+Execute uses). An episode ends when it is submitted, solved, out of turns or tokens, or stopped
+by a sandbox failure. Everything an episode needs travels in its attempt record
+(`Attempt.episode`, a frozen `EpisodeState`: turn number, state, the observation to show next).
+`end_episode` then makes a done episode an ordinary attempt whose `response` is the episode's
+answer, for the single-turn Execute/Verify.
 
 Token accounting: an episode's sequence is its prompt ids followed by `response_token_ids`, which
 hold every action (sampled ids with their log-probabilities, mask 1) and every observation (ids of
@@ -17,17 +18,16 @@ the text the environment returned, log-probability 0, mask 0) in order, appended
 re-tokenized: what the trainer scores is what the policy saw. Observations are tokenized on the
 generating worker, where the tokenizer is: a policy renders them its own way
 (`encode_observation`: a chat template's tool message) and shows the tools in its prompt
-(`encode_tool_prompt`), or keeps policy/policy.py's `PolicyDefaults`. The model handler
-(policy_model.py) is the one Generate uses, so a worker holds one policy and engine.
+(`encode_tool_prompt`), or keeps policy/policy.py's `PolicyDefaults`. Each action's turn records
+the digest of the weights that sampled it (`checkpoint_digest`: the engine's, or the batching
+engine client's for its last sample), and each sample's seed is the attempt's and the turn's
+(`turn_seed`), so an action does not depend on which other requests shared its engine call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
-
-import apache_beam as beam
-from apache_beam.ml.inference.base import RunInference
 
 from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.episodes import BUDGET, FAILED, MAX_TURNS, EpisodeState, Step, turns_for
@@ -38,21 +38,17 @@ from flywheel.sandbox import SandboxError
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.context_strategies import (CONTEXTS, SummaryCall, new_segment, reserve,
                                                      summary_call)
-from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output, now
-from flywheel.transforms.execute import SandboxStage
+from flywheel.transforms.errors import count, error_row, now
 from flywheel.transforms.generate import fit_prompt
 
 if TYPE_CHECKING:
     from flywheel.policy.policy import Policy
     from flywheel.policy.rollout_engine import RolloutEngine
-    from flywheel.transforms.policy_model import PolicyModelHandler
-
-DONE_TAG = "done"
 
 
 def start_episode(attempt: Attempt, settings: EpisodeSettings, stages: int | None = None) -> Attempt:
     """A fresh episode for `attempt`: turn 0, the domain's start state and tools, and its turns
-    (the run's `settings`, at most `stages`, the Turn stages the pipeline unrolled)."""
+    (the run's `settings`; at most `stages` where a caller caps them)."""
     domain = get_domain(attempt.domain)
     turns = turns_for(domain, settings.limits())
     return attempt.replace(episode=EpisodeState(
@@ -185,7 +181,8 @@ def generate_turn_batch(policy: Policy, batch: Sequence[Attempt], engine: Rollou
         start = len(fields["response_token_ids"])
         action = policy.decode(ids)
         fields["turns"].append({"action": action, "action_start": start,
-                                "action_end": start + len(ids), "segment": len(fields["segments"])})
+                                "action_end": start + len(ids), "segment": len(fields["segments"]),
+                                "checkpoint_digest": getattr(engine, "digest", None)})
         results.append({
             **fields, "response_token_ids": [*fields["response_token_ids"], *ids],
             "response_logprobs": [*fields["response_logprobs"], *logprobs],
@@ -279,44 +276,6 @@ def with_sample(attempt: Attempt, fields: dict) -> Attempt:
     an EpisodeState again (the sampler hands it back as a mapping)."""
     attempt = attempt.replace(**fields)
     return attempt.replace(episode=EpisodeState.of(attempt.episode))
-
-
-class _Act(SandboxStage):
-    """The sandbox, tool runner and thread pool (opened in setup), taking each episode's action."""
-
-    def __init__(self, settings: EpisodeSettings, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.settings = settings
-
-    def process(self, batch):
-        for attempt, error in self.pool.map(lambda a: act(a, self.runner, self.settings), batch):
-            if error is not None:
-                yield errors_output(error)
-            if attempt.episode.end:
-                yield beam.pvalue.TaggedOutput(DONE_TAG, attempt)
-            else:
-                yield attempt
-
-
-class Turn(beam.PTransform):
-    """Live episodes in; {"live", "done", "errors"} out."""
-
-    def __init__(self, handler: PolicyModelHandler, settings: EpisodeSettings, backend: str,
-                 options: dict | None = None, workers: int | None = None, batch_size: int = 64):
-        super().__init__()
-        self.handler, self.settings = handler, settings
-        self.backend, self.options = backend, dict(options or {})
-        self.workers, self.batch_size = workers, batch_size
-
-    def expand(self, episodes):
-        acted = (episodes
-                 | "Sample" >> RunInference(self.handler, inference_args={"episode": self.settings})
-                 | "Attach" >> beam.Map(lambda r: with_sample(r.example, r.inference))
-                 | "Batch" >> beam.BatchElements(min_batch_size=max(1, self.batch_size // 4),
-                                                 max_batch_size=self.batch_size)
-                 | "Act" >> beam.ParDo(_Act(self.settings, self.backend, self.workers, options=self.options))
-                 .with_outputs(DONE_TAG, ERRORS_TAG, main="live"))
-        return {"live": acted.live, DONE_TAG: acted[DONE_TAG], ERRORS_TAG: acted[ERRORS_TAG]}
 
 
 def end_episode(attempt: Attempt) -> Attempt:
