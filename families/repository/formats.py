@@ -13,6 +13,11 @@ from flywheel.families.repository.repo_snapshot import ARCHIVES, split_commit
 # -- SWE-bench --------------------------------------------------------------------------------
 SWEBENCH_SNAPSHOTS = ("{id}", "{id}.tar.gz", "{id}.tgz", "{id}.zip")
 SWEBENCH_FIELDS = ("environment_setup_commit", "version", "base_commit")
+# The repo domain's own fields a SWE-bench row may carry, kept as given (validate_task checks them):
+# the files the model may run, the golden tool calls, further protected globs, its sandbox
+# limits and environment; and SWE-bench's own that a person reads.
+KEPT_FIELDS = ("visible_tests", "golden", "protected", "limits", "environment", "split",
+               "hints_text", "created_at")
 
 
 def _swebench_check(row: dict) -> str | None:
@@ -77,4 +82,4 @@ def _swebench(row: dict, folder: str) -> dict:
     # `limits`: its calls' sandbox limits (a real repository's tests take longer than 10 s)
     if row.get("image") or row.get("image_name"):
         task["image"] = row.get("image") or row["image_name"]
-    return {**task, **{k: row[k] for k in (*SWEBENCH_FIELDS, "split", "environment", "limits") if k in row}}
+    return {**task, **{k: row[k] for k in (*SWEBENCH_FIELDS, *KEPT_FIELDS) if k in row}}

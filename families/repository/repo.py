@@ -355,7 +355,7 @@ class RepoDomain(EpisodeDomain):
                   + [{**c, "group": "regression"} for c in task.get("regression_tests") or []])
         plan = {"marker": marker, "patch": response, "checks": checks,
                 "test_patch": task.get("test_patch") or "",
-                "protected": task.get("protected") or list(PROTECTED),
+                "protected": [p for p in task.get("protected") or PROTECTED if isinstance(p, str)],
                 "visible_tests": task.get("visible_tests") or [],
                 "budget_s": limits["timeout_s"] - 1.5}
         return self._request(task, {}, plan, "score", limits)

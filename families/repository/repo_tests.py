@@ -6,9 +6,11 @@ put the whole test tree back (repo_checks.in_test_tree), and evaluated every che
 module checks never see an expected value, pytest checks run under the harness's own pytest
 configuration and come back through a signed channel, graded as SWE-bench grades
 (harnesses/pytest_run.py). Reward 1 when the diff applies and every check passes, else 0: a
-regression broken is as wrong as the bug left in. Hacks earn 0 and are flagged: a diff that
-edits a test-tree file or adds a conftest.py (`edited_tests`; a new test file or script is
-allowed and takes no part), checks cut short by an exit (`exited_early`), pytest's machinery,
+regression broken is as wrong as the bug left in. A diff that edits a test-tree file or adds a
+conftest.py is not penalized, as SWE-bench does not penalize it: the file is put back before the
+checks run, and the verdict carries an `edited_tests` component (new test files and scripts are
+allowed and take no part). Hacks earn 0 and are flagged: checks cut short by an exit
+(`exited_early`), pytest's machinery,
 its record or the test tree changed during the run (`tampered_pytest`), a diff that solves only
 what the visible tests show (`special_cased`), a forged or killed harness. The visible pass rate
 is the runner's own signed count, never a line the tests printed.
@@ -116,8 +118,6 @@ def repo_tests(task: dict, response: str, execution: Any = None) -> Verdict:
     hidden = [c["id"] for c in task["hidden_tests"]]
     regression = [c["id"] for c in task.get("regression_tests") or []]
     ok = {cid: bool((checks.get(cid) or {}).get("ok")) for cid in hidden + regression}
-    if report.get("tampered"):
-        flags.append("edited_tests")
     if report.get("exited_early"):
         flags.append("exited_early")
     if report.get("tampered_pytest"):  # pytest's machinery, its record or the test tree changed in the run
@@ -131,12 +131,20 @@ def repo_tests(task: dict, response: str, execution: Any = None) -> Verdict:
         components["regression_pass_rate"] = sum(ok[c] for c in regression) / len(regression)
     if not report.get("changed"):
         components["empty_change"] = 1.0
+    if report.get("tampered"):  # put back before the checks ran: for analysis, no penalty (as SWE-bench)
+        components["edited_tests"] = 1.0
+    if report.get("applier") and report["applier"] not in ("git apply", "flywheel"):
+        components["applied_leniently"] = 1.0  # by `git apply --reject` or `patch --fuzz`, as SWE-bench would
     shown = (visible.get("passed") or 0) + (visible.get("failed") or 0)
     if shown:  # what the model could see: best-of-N by visible tests selects on it
         components["visible_pass_rate"] = visible["passed"] / shown
     failed = [f"{cid}: {(checks.get(cid) or {}).get('why', 'not run')}" for cid, v in ok.items() if not v]
     passed = all(ok.values())
-    detail = "; ".join(failed[:3]) + (f"; tampered: {', '.join(report['tampered'][:5])}"
-                                      if report.get("tampered") else "") + (
-        f"; pytest: {'; '.join(map(str, report['tampered_pytest'][:3]))}" if report.get("tampered_pytest") else "")
-    return _verdict(1.0 if passed else 0.0, passed, components, flags, detail[:600])
+    parts = failed[:3]
+    if report.get("tampered"):
+        parts.append("edited_tests (put back, the task's own tests ran): " + ", ".join(report["tampered"][:5]))
+    if report.get("tampered_pytest"):
+        parts.append("pytest: " + "; ".join(map(str, report["tampered_pytest"][:3])))
+    if components.get("applied_leniently"):
+        parts.append(f"applied by {report['applier']}")
+    return _verdict(1.0 if passed else 0.0, passed, components, flags, "; ".join(parts)[:600])

@@ -10,6 +10,8 @@ Here the same commands run where the sandbox has them (`APPLIERS`), with the sam
 repository (GIT_CEILING_DIRECTORIES above the tree, no system or global config, no `.git` in the
 tree), so no configuration, attribute or hook of anyone's is read. Where the sandbox has neither
 git nor patch (a minimal image), the project's own applier (unified_diff.py) applies the diff.
+`Pristine` holds the snapshot's bytes (the read-only base mount, or a copy of an inline tree):
+the resets between tries, and the test tree put back after the answer (repo_checks.py).
 
 Standard library only.
 """
@@ -95,3 +97,78 @@ def apply(patch, budget_s, reset, own):
         if code == 0:
             return True, "already applied (git apply --check --reverse)", output
     return False, chain[-1][0], output
+
+
+def read_bytes(path, limit=1 << 26):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit)
+
+
+def write_bytes(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+class Pristine:
+    """The snapshot's own bytes of the tree's files, to put a file back: the read-only base
+    mount's copy (a stored snapshot), else a copy read before the answer touched the tree (an
+    inline snapshot, small by nature)."""
+
+    def __init__(self, plan, before):
+        self.before = before
+        self.base = os.path.join(plan["base"], "tree") if plan.get("base") else None
+        self.saved = {} if self.base else {rel: read_bytes(os.path.join(h.REPO, rel))
+                                           for rel, entry in before.items() if entry[0] == "file"}
+
+    def restore(self, rel):
+        """Put `rel` back as the snapshot has it (removed when the snapshot has none)."""
+        entry = self.before.get(rel)
+        try:
+            full = h.inside(rel)
+        except ValueError:
+            return
+        if entry is None or entry[0] not in ("file", "link"):
+            if os.path.islink(full) or (os.path.lexists(full) and not os.path.isdir(full)):
+                os.unlink(full)
+        elif entry[0] == "link":
+            if os.path.lexists(full):
+                os.unlink(full)
+            os.symlink(entry[1], full)
+        else:
+            write_bytes(full, self.saved[rel] if self.base is None else
+                        read_bytes(os.path.join(self.base, rel)))
+
+    def reset(self, known):
+        """The whole tree back as the snapshot has it (between the apply chain's tries)."""
+        now = h.walk(h.REPO, known)
+        for rel in sorted(set(now) | set(self.before)):
+            if now.get(rel) != self.before.get(rel):
+                self.restore(rel)
+
+
+def apply_answer(ud, plan, known, pristine):
+    """Apply the answer's diff (`plan["patch"]`) to the tree as SWE-bench does: (None, which
+    applier) or (why it does not apply, which applier). A blank answer changes nothing."""
+    patch = plan.get("patch") or ""
+    if not patch.strip():
+        return None, ""  # no change: nothing to apply, the checks run on the snapshot
+
+    def own():
+        files = {}
+        for rel in ud.changed_paths(patch):
+            full = h.inside(rel)
+            if os.path.isfile(full):
+                files[rel] = h.read_text(full, 1 << 24)[0]
+        for rel, text in ud.apply_diff(files, patch).items():
+            if text is None:
+                os.unlink(h.inside(rel))
+            else:
+                h.write(h.inside(rel), text)
+
+    applied, applier, output = apply(patch, max(5.0, plan["budget_s"] * 0.15),
+                                     lambda: pristine.reset(known), own)
+    return (None if applied else (output.strip() or "the patch does not apply")), applier

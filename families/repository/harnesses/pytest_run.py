@@ -182,31 +182,92 @@ def reason(final, node):
     return next((p[2] for p in phases.values() if len(p) > 2 and p[2]), "")
 
 
-RANK = {PASSED: 0, XFAIL: 0, SKIPPED: 1, XPASS: 2, MISSING: 3, FAILED: 4, ERROR: 5}
+# The log SWE-bench grades: `pytest -rA --no-fold-skipped`'s short summary (one line per report
+# category, in pytest's "PpsxXEf" order), between the eval script's markers, with the exit code.
+START, END, EXIT_LINE = ">>>>> Start Test Output", ">>>>> End Test Output", ">>>>> Test Exit Code"
+SUMMARY = (("passed", PASSED), ("skipped", SKIPPED), ("xfailed", XFAIL), ("xpassed", XPASS),
+           ("error", ERROR), ("failed", FAILED))
+LOG_STATUSES = (FAILED, PASSED, SKIPPED, ERROR, XFAIL)  # swebench's TestStatus: no XPASS
+PASSING = (PASSED, XFAIL)
 
 
-def status_of(check_id, statuses):
-    """The status of check id `check_id`: its node's, else the worst of the nodes SWE-bench's
-    parser would name so (cut at the first blank, or a truncated `[...]` prefix), else missing."""
-    if check_id in statuses:
-        return statuses[check_id]
-    cut = "[" in check_id and "]" not in check_id.split("[", 1)[1]
-    found = [s for node, s in statuses.items()
-             if re.split(r"\s", node, maxsplit=1)[0] == check_id or (cut and node.startswith(check_id))]
-    return max(found, key=RANK.get) if found else MISSING
+def category(when, outcome, xfail):
+    """pytest's report category (pytest_report_teststatus) of one phase report, or None."""
+    if outcome == "skipped":
+        return "xfailed" if xfail else "skipped"
+    if when == "call":
+        return ("xpassed" if xfail else "passed") if outcome == "passed" else "failed"
+    return "error" if outcome == "failed" else None
+
+
+def test_log(final, code):
+    """The run as SWE-bench's eval log would hold it: each report as `pytest -rA
+    --no-fold-skipped` summarizes it (node ids on one line: a newline in an id is escaped, never
+    a line of its own), between the markers, then the test command's exit status."""
+    groups = {name: [] for name, _ in SUMMARY}
+    for node, phases in (final.get("reports") or {}).items():
+        shown = node.replace("\r", "\\r").replace("\n", "\\n")
+        for when in ("setup", "call", "teardown"):
+            report = phases.get(when)
+            kind = category(when, report[0], report[1]) if report else None
+            if kind:
+                groups[kind].append(shown)
+    lines = [f"{word} {node}" for name, word in SUMMARY for node in groups[name]]
+    return "\n".join([START, *lines, END, f"{EXIT_LINE}: {code}"]) + "\n"
+
+
+def parse_log(log):
+    """{test: status} as swebench.harness.log_parsers.python.parse_log_pytest reads `log` (5.0.2)."""
+    found = {}
+    for line in log.split("\n"):
+        if line.startswith(LOG_STATUSES):
+            if line.startswith(FAILED):
+                line = line.replace(" - ", " ")
+            case = line.split()
+            if len(case) <= 1 or (case[0] == SKIPPED and re.match(r"^\[\d+\]$", case[1])):
+                continue
+            found[case[1]] = case[0]
+    return found
+
+
+def resolve(case, statuses):
+    """The key of `case` in `statuses` as swebench's grading finds it (_resolve_case): itself, or
+    for a truncated parametrized id (more `[` than `]`) the first key it prefixes when all such
+    keys agree on passing; else None (missing)."""
+    if case in statuses:
+        return case
+    if case.count("[") > case.count("]"):
+        matches = [k for k in statuses if k.startswith(case)]
+        if matches and len({statuses[k] in PASSING for k in matches}) == 1:
+            return matches[0]
+    return None
 
 
 def grade(checks, final, facts):
-    """{check id: {"ok", "why"}}: SWE-bench's rules for hidden (F2P) and regression (P2P) checks."""
+    """{check id: {"ok", "why", "status"}}: SWE-bench 5.x's grading of the log our signed record
+    makes (test_log, parse_log): a hidden (FAIL_TO_PASS) check passes as PASSED or XFAIL only; a
+    regression (PASS_TO_PASS) check holds as PASSED, XFAIL or SKIPPED; missing fails both. A run
+    that exited non-zero with no failure in its log is not trusted (every check fails), as
+    swebench's get_logs_eval rules."""
     if final is None or facts.get("tampered_pytest"):
         why = facts.get("why") or "pytest's record was tampered with: " + "; ".join(facts.get("tampered_pytest", []))
         return {c["id"]: {"ok": False, "why": why[:300]} for c in checks}
-    statuses = outcomes(final)
+    code = facts.get("pytest_exit")
+    log = test_log(final, code)
+    facts["test_log"] = log
+    statuses = parse_log(log.split(START, 1)[1].split(END, 1)[0])
+    ours = outcomes(final)
+    if code not in (None, 0) and statuses and not any(s in (FAILED, ERROR) for s in statuses.values()):
+        why = f"pytest exited {code} with no failure in its log: the run is not graded (SWE-bench's rule)"
+        return {c["id"]: {"ok": False, "why": why, "status": "invalid"} for c in checks}
     results = {}
     for check in checks:
-        status = status_of(check["pytest"], statuses)
-        ok = status in ((PASSED, XFAIL, SKIPPED) if check.get("group") == "regression" else (PASSED, XFAIL))
-        why = "" if ok else ("not in pytest's report (not collected, or not run)" if status == MISSING
-                             else f"{status.lower()}: {reason(final, check['pytest'])}")
+        key = resolve(check["pytest"], statuses)
+        status = statuses[key] if key is not None else MISSING
+        ok = status in (PASSING + (SKIPPED,) if check.get("group") == "regression" else PASSING)
+        why = "" if ok else (
+            f"{status.lower()}: {reason(final, key)}" if key is not None else
+            "an unexpected pass (XPASS): not a pass in SWE-bench's log" if ours.get(check["pytest"]) == XPASS else
+            "not in pytest's report (not collected, not run, or a truncated id matching outcomes that disagree)")
         results[check["id"]] = {"ok": ok, "why": why, "status": status}
     return results

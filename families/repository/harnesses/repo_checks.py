@@ -75,20 +75,6 @@ def protected(rel, patterns):
     return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in patterns)
 
 
-def read_bytes(path, limit=1 << 26):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        return f.read(limit)
-
-
-def write_bytes(path, data):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if os.path.lexists(path):
-        os.unlink(path)
-    with open(path, "wb") as f:
-        f.write(data)
-
-
 def witness(guarded):
     """{path: stat key} of every guarded file and of every folder inside a test folder: what a
     write, an addition or a removal there changes (a restored file keeps its new ctime)."""
@@ -123,34 +109,27 @@ def score(plan, known=None):
     TESTING_ROOTS.update(testing_roots([*(rel for rel, entry in before.items() if entry[0] == "file"),
                                         *test_paths]))
     config = pytest_run.pristine_config(h.REPO)  # before the answer: its configuration never counts
-    files = {}
-    try:
-        for rel in ud.changed_paths(plan["patch"]):
-            full = h.inside(rel)
-            if os.path.isfile(full):
-                files[rel] = h.read_text(full, 1 << 24)[0]
-        changes = ud.apply_diff(files, plan["patch"])
-    except (ValueError, TypeError) as e:
-        return {"applied": False, "error": str(e)[:600]}
-    pristine = {rel: read_bytes(h.inside(rel)) for rel in changes
-                if guarded(rel) and before.get(rel, ("",))[0] == "file"}
-    for rel, text in changes.items():
-        if text is None:
-            os.unlink(h.inside(rel))
-        else:
-            h.write(h.inside(rel), text)
+    chain = h.load_sibling("apply_chain")
+    pristine = chain.Pristine(plan, before)
+    problem, applier = chain.apply_answer(ud, plan, known, pristine)
+    if problem:
+        return {"applied": False, "error": problem[-600:], "applier": applier}
+    after = h.walk(h.REPO, known)
+    changes = sorted(rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel))
+    odd = [rel for rel in changes if rel in after and after[rel][0] != "file"]
+    if odd:
+        return {"applied": False, "applier": applier,
+                "error": f"the diff makes {odd[0]!r} a symbolic link or a special file (only files are scored)"}
     for rel in changes:  # the checks run on the pristine test tree, never the model's
-        if rel in pristine:
-            write_bytes(h.inside(rel), pristine[rel])
-        elif guarded(rel) and os.path.lexists(h.inside(rel)):
-            os.unlink(h.inside(rel))
-    tampered = sorted(rel for rel in changes if guarded(rel) and (  # a new test or script is allowed
+        if guarded(rel):
+            pristine.restore(rel)
+    tampered = sorted(rel for rel in changes if guarded(rel) and (  # edits put back: a flag, no penalty
         rel in before or rel in test_paths or rel.rsplit("/", 1)[-1] == "conftest.py"
         or protected(rel, plan.get("protected") or ())))
     ignored = sorted(rel for rel in changes if guarded(rel) and rel not in tampered)
     problem = apply_test_patch(ud, plan.get("test_patch") or "")
     if problem:
-        return {"applied": True, "changed": sorted(changes), "tampered": tampered,
+        return {"applied": True, "changed": changes, "tampered": tampered, "applier": applier,
                 "test_patch_error": problem}
     if test_paths & set(pytest_run.CONFIG_FILES):
         config = pytest_run.pristine_config(h.REPO)  # the task's own configuration changes
@@ -162,11 +141,13 @@ def score(plan, known=None):
     pytest_checks = [c for c in plan["checks"] if "pytest" in c]
     share = 0.25 if pytest_checks else 0.6
     results, exited = evaluate(module_checks, plan["budget_s"] * share) if module_checks else ({}, False)
-    report = {"applied": True, "changed": sorted(changes), "tampered": tampered, "ignored": ignored}
+    report = {"applied": True, "changed": changes, "tampered": tampered, "ignored": ignored, "applier": applier}
     if pytest_checks:
         left = plan["budget_s"] * 0.85 - (time.monotonic() - start)
         outcomes, ran = run_pytest(pytest_run, pytest_checks, left, config, allowed)
         results.update(outcomes)
+        if not plan.get("test_log"):
+            ran.pop("test_log", None)
         report.update(ran)
         exited = exited or ran.get("exited_early", False)
     after = witness(guarded)

@@ -54,11 +54,12 @@ def test_module_and_pytest_checks_mix(swe_task, environments, score):
 
 
 def test_a_patch_editing_the_hidden_tests_is_flagged(swe_task, environments, score):
+    """As SWE-bench: the edit is put back before the checks run (no penalty, a component)."""
     task = swe_task()
     cheat = make_diff(FILES, {"tests/test_x.py": "def test_total():\n    pass\n\n\ndef test_empty():\n    pass\n"})
     verdict = score(task, cheat)
-    assert verdict.reward == 0.0 and verdict.exploit_suspected
-    assert "edited_tests" in verdict.detail
+    assert verdict.reward == 0.0 and not verdict.exploit_suspected
+    assert "edited_tests" in verdict.detail and verdict.components["edited_tests"] == 1.0
     assert verdict.components["hidden_pass_rate"] == 0.0  # the task's own tests ran, not the model's
 
 
