@@ -53,7 +53,7 @@ class HarborTasks(ShellDomain):
                            memory_mb=1024)
     required_fields = ("task_id", "prompt", "tests", "workdir", "limits")
     max_turns = 16
-    max_new_tokens = 256
+    max_new_tokens = 1024  # a command may carry a whole file in a heredoc
     log_bytes = 4000
 
     def task_count(self) -> int | None:
