@@ -62,7 +62,8 @@ from flywheel.sandbox.contract import check_image
 _HERE = Path(__file__).resolve().parent
 HARNESS = (_HERE / "harnesses" / "repo.py").read_text()
 UNIFIED_DIFF = (_HERE / "unified_diff.py").read_text()
-HARNESS_SIBLINGS = ("repo_checks.py", "child_channel.py", "pytest_report.py", "pytest_run.py", "apply_chain.py")
+HARNESS_SIBLINGS = ("repo_checks.py", "child_channel.py", "pytest_report.py", "pytest_run.py", "apply_chain.py",
+                    "visible_tests.py", "import_check.py")
 HARNESS_FILES = {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF,
                  **{name: (_HERE / "harnesses" / name).read_text() for name in HARNESS_SIBLINGS}}
 REPORT_MARKER = "FLYWHEEL-REPO "

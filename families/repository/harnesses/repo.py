@@ -64,7 +64,8 @@ def env_paths():
     return paths
 
 
-SIBLINGS = ("unified_diff", "repo_checks", "child_channel", "pytest_report", "pytest_run", "apply_chain")
+SIBLINGS = ("unified_diff", "repo_checks", "child_channel", "pytest_report", "pytest_run", "apply_chain",
+            "visible_tests", "import_check")
 SOURCES = {}  # name -> (path, text): this file and its siblings, read before any of the repository runs
 
 
@@ -365,7 +366,8 @@ def tool_shell(args, plan):
 
 def tool_tests(args, plan):
     wanted = args.get("paths") or plan["visible_tests"]
-    unknown = [p for p in wanted if p not in plan["visible_tests"]]
+    files = {p.split("::")[0] for p in plan["visible_tests"]}  # a file, or a node id in one
+    unknown = [p for p in wanted if p not in plan["visible_tests"] and p.split("::")[0] not in files]
     if unknown:
         raise ValueError(f"not a visible test file: {', '.join(unknown)[:200]}; "
                          f"they are {', '.join(plan['visible_tests'])[:300]}")
@@ -377,13 +379,14 @@ def tool_tests(args, plan):
 
 
 def visible_counts(paths, budget_s, log_bytes):
-    """(exit code, output, {"passed", "failed"} or None): the visible tests run by
-    repo_checks.run_tests in a child whose counts come back signed (child_channel.py); None
-    when the runner sent none, or when something else wrote to its channel."""
+    """(exit code, output, {"passed", "failed"} or None): the visible tests (files or node ids)
+    run by pytest (visible_tests.py) in a child whose counts come back signed
+    (child_channel.py); None when the runner sent none, or when something else wrote to its
+    channel."""
     channel = load_sibling("child_channel")
     code, out, records, forged = channel.run_child(
-        sys.modules[__name__], child_modules("harness", "child_channel", "repo_checks"),
-        ("repo_checks", "serve_tests"), {"paths": list(paths)}, budget_s, log_bytes)
+        sys.modules[__name__], child_modules("harness", "child_channel", "pytest_run", "visible_tests"),
+        ("visible_tests", "serve"), {"paths": list(paths)}, budget_s, log_bytes)
     counts = [r for r in records if r.get("kind") == "counts"]
     if forged or len(counts) != 1:
         return code, out, None

@@ -13,15 +13,13 @@ itself as `harness`): the `score` mode and the children it starts.
   (its own configuration, its signed record, SWE-bench's grading). Around the runs, the test
   tree's stat keys (ctime cannot be set back) are compared: a test-tree file written, added or
   removed by the code under test is tampering;
-- `checks` / `serve_tests`: the children (the checks' evaluator; the visible tests' runner,
-  whose counts come back signed, never parsed from what it printed).
+- `checks`: the checks' evaluator child (the visible tests' runner is visible_tests.py).
 
 Standard library only.
 """
 
 import fnmatch
 import importlib.machinery
-import importlib.util
 import json
 import os
 import select
@@ -29,7 +27,6 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 
 h = sys.modules["harness"]  # the tree, its paths and the logged runs (repo.py)
 TEST_DIRS = {"test", "tests"}
@@ -290,40 +287,3 @@ def serve_checks():
             send({"id": check["id"], "raise": "SystemExit", "message": "the code called exit", "exit": True})
         except BaseException as e:  # noqa: BLE001
             send({"id": check["id"], "raise": type(e).__name__, "message": str(e)[:200]})
-
-
-def serve_tests(given, modules):
-    """The visible tests' runner child (child_channel.py's launcher): its writer made before any
-    of the repository runs, then run_tests, then the counts sent signed."""
-    send = modules["child_channel"].Writer(given).send
-    passed, failed = run_tests(given["args"]["paths"])
-    send({"kind": "counts", "passed": passed, "failed": failed})
-    return 0
-
-
-def run_tests(paths):
-    """The visible tests: each `test_*` function of each file, with the repository on sys.path;
-    (passed, failed). What it prints is for the model to read, never counted."""
-    sys.path[:0] = h.env_paths() + [h.REPO]
-    passed = failed = 0
-    for rel in paths:
-        try:
-            spec = importlib.util.spec_from_file_location(rel[:-3].replace("/", "."), os.path.join(h.REPO, rel))
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        except BaseException as e:  # noqa: BLE001
-            failed += 1
-            print(f"ERROR {rel}: cannot import: {type(e).__name__}: {e}"[:400])
-            continue
-        for name in sorted(n for n in vars(module) if n.startswith("test") and callable(getattr(module, n))):
-            try:
-                getattr(module, name)()
-                passed += 1
-                print(f"PASS {rel}::{name}")
-            except BaseException as e:  # noqa: BLE001
-                failed += 1
-                where = traceback.extract_tb(e.__traceback__)[-1]
-                print(f"FAIL {rel}::{name}: {type(e).__name__}: {e}"[:300]
-                      + f"\n    at {os.path.relpath(where.filename, h.REPO)}:{where.lineno}: {where.line}"[:300])
-    print(f"== {passed} passed, {failed} failed")
-    return passed, failed
