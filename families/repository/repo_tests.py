@@ -107,6 +107,8 @@ def repo_tests(task: dict, response: str, execution: Any = None) -> Verdict:
     if report is not None and report.get("pytest_missing"):
         raise ValueError("pytest checks cannot run: the task's environment has no pytest "
                          "(the sandbox could not import it)")
+    if report is not None and report.get("install_error"):  # the snapshot's own package: never the answer's
+        raise ValueError(f"the task cannot be scored: {report['install_error']}")
     if report is not None and report.get("test_patch_error"):
         raise ValueError(f"the task cannot be scored: {report['test_patch_error']}")
     if report is None:

@@ -32,6 +32,9 @@ def repo_problems(task: dict[str, Any], sandbox) -> list[str]:
             hint = (f" (it names docker image {task['image']!r}: validate it with --sandbox docker)"
                     if task.get("image") and sandbox.name != "docker" else "")
             return problems + [f"pytest checks cannot run: the task's environment has no pytest{hint}"]
+        elif report.get("install_error"):  # the snapshot's own package: the environment's problem
+            return problems + [f"environment: {report['install_error']}"
+                               + (f" (environment {domain.environment_of(task)!r})" if domain.environment_of(task) else "")]
         elif report.get("test_patch_error") or not report.get("applied"):
             problems.append(f"{label}: {report.get('test_patch_error') or report.get('error')}"[:400])
         else:

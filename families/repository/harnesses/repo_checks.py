@@ -106,6 +106,11 @@ def score(plan, known=None):
     TESTING_ROOTS.update(testing_roots([*(rel for rel, entry in before.items() if entry[0] == "file"),
                                         *test_paths]))
     config = pytest_run.pristine_config(h.REPO)  # before the answer: its configuration never counts
+    began = time.monotonic()  # the package must import at the snapshot, else no answer can pass
+    broken = h.load_sibling("import_check").import_problem(plan["budget_s"] * 0.5)
+    if broken:
+        return {"applied": False, "install_error": broken}
+    plan["budget_s"] -= time.monotonic() - began
     chain = h.load_sibling("apply_chain")
     pristine = chain.Pristine(plan, before)
     problem, applier = chain.apply_answer(ud, plan, known, pristine)
