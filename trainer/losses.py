@@ -80,46 +80,37 @@ def _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_h
         "clip_frac": masked_mean(won, mask).item(), "approx_kl": masked_mean(kl, mask).item()}
 
 
-@LOSSES.register("grpo")
-def grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-              mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.2,
-              norm_length: float | None = None, aggregation: str = "seq-mean-token-mean",
-              token_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
-    """GRPO (Shao et al. 2024): PPO-clipped token ratios, averaged over each sequence's tokens and
-    then over sequences, so a long response weighs as much as a short one in total.
-
-    (B, T), (B, T), (B, T) or (B,), (B, T) -> scalar."""
-    return _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
-                             norm_length, aggregation, token_weights)
-
-
-@LOSSES.register("dapo")
-def dapo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-              mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.28,
-              norm_length: float | None = None, aggregation: str = "token-mean",
-              token_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
-    """DAPO (Yu et al. 2025): clip-higher (a wider upper bound lets unlikely tokens grow, against
-    entropy collapse) and one token-level mean over the whole batch, so every token weighs the
-    same whatever the length of its response.
-
-    (B, T), (B, T), (B, T) or (B,), (B, T) -> scalar."""
-    return _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
-                             norm_length, aggregation, token_weights)
+def _token_ratio_variant(name: str, doc: str, *, clip_high: float, aggregation: str) -> LossFn:
+    """A loss whose body is `_token_ratio_loss`, with its paper's defaults: grpo, dapo and dr_grpo
+    differ only in the defaults of clip_high and aggregation (default_aggregation reads them)."""
+    def loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+             mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = clip_high,
+             norm_length: float | None = None, aggregation: str = aggregation,
+             token_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+        return _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
+                                 norm_length, aggregation, token_weights)
+    loss.__name__ = loss.__qualname__ = name
+    loss.__doc__ = doc + "\n\n    (B, T), (B, T), (B, T) or (B,), (B, T) -> scalar."
+    return loss
 
 
-@LOSSES.register("dr_grpo")
-def dr_grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                 mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.2,
-                 norm_length: float | None = None, aggregation: str = "seq-mean-token-sum-norm",
-                 token_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
-    """Dr. GRPO (Liu et al. 2025): the sum over a sequence's tokens divided by one constant
-    (`norm_length`, e.g. the generation budget; default the batch's padded length T) instead of
-    the sequence's own length, so wrong answers are not pushed to grow longer; mean over the
-    sequences that have tokens. Pair it with the `dr_grpo` advantage (no std division).
+grpo_loss = LOSSES.register("grpo", _token_ratio_variant("grpo_loss", """GRPO (Shao et al. 2024):
+    PPO-clipped token ratios, averaged over each sequence's tokens and then over sequences, so a
+    long response weighs as much as a short one in total.""",
+    clip_high=0.2, aggregation="seq-mean-token-mean"))
 
-    (B, T), (B, T), (B, T) or (B,), (B, T) -> scalar."""
-    return _token_ratio_loss(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
-                             norm_length, aggregation, token_weights)
+dapo_loss = LOSSES.register("dapo", _token_ratio_variant("dapo_loss", """DAPO (Yu et al. 2025):
+    clip-higher (a wider upper bound lets unlikely tokens grow, against entropy collapse) and one
+    token-level mean over the whole batch, so every token weighs the same whatever the length of
+    its response.""",
+    clip_high=0.28, aggregation="token-mean"))
+
+dr_grpo_loss = LOSSES.register("dr_grpo", _token_ratio_variant("dr_grpo_loss", """Dr. GRPO (Liu
+    et al. 2025): the sum over a sequence's tokens divided by one constant (`norm_length`, e.g.
+    the generation budget; default the batch's padded length T) instead of the sequence's own
+    length, so wrong answers are not pushed to grow longer; mean over the sequences that have
+    tokens. Pair it with the `dr_grpo` advantage (no std division).""",
+    clip_high=0.2, aggregation="seq-mean-token-sum-norm"))
 
 
 @LOSSES.register("gspo")
