@@ -38,6 +38,7 @@ run under the harness's own pytest configuration and report through a signed cha
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -53,7 +54,7 @@ from flywheel.domains.environments import ENV_MOUNT, environment_dir, environmen
 from flywheel.families.repository.repo_snapshot import (SnapshotError, SnapshotStore, default_store, read_snapshot,
                                             same_store, split_commit)
 from flywheel.families.repository.repo_tools import APPLY_PATCH, REPO_TOOLS, RUN_SHELL, RUN_VISIBLE_TESTS, SUBMIT_CHANGES
-from flywheel.families.repository.snapshot_paths import files_problem
+from flywheel.families.repository.snapshot_paths import files_problem, name_problem, shown
 from flywheel.domains.task_paths import PathError, inside_folder
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.families.repository.unified_diff import make_diff
@@ -63,10 +64,17 @@ _HERE = Path(__file__).resolve().parent
 HARNESS = (_HERE / "harnesses" / "repo.py").read_text()
 UNIFIED_DIFF = (_HERE / "unified_diff.py").read_text()
 HARNESS_SIBLINGS = ("repo_checks.py", "child_channel.py", "pytest_report.py", "pytest_run.py", "apply_chain.py",
-                    "visible_tests.py", "import_check.py")
+                    "visible_tests.py", "import_check.py", "tree_view.py")
 HARNESS_FILES = {"harness.py": HARNESS, "unified_diff.py": UNIFIED_DIFF,
                  **{name: (_HERE / "harnesses" / name).read_text() for name in HARNESS_SIBLINGS}}
 REPORT_MARKER = "FLYWHEEL-REPO "
+# A call's report carries its changes as splices (harnesses/tree_view.py): a line edited in a
+# 1 MB module is one line, but a command may rewrite whole files, so the harness's stdout (the
+# report, and nothing the repository's code writes) may use this much; the harness keeps its
+# report within REPORT_BYTES, naming what did not fit. The observation is bounded apart.
+OUTPUT_BYTES = 8 << 20
+REPORT_BYTES = OUTPUT_BYTES - (64 << 10)
+OBSERVATION_CHARS = 24_000  # what the model sees of one call, whatever the harness sent
 # Beyond the harness's test tree (every file under a test/tests/testing folder, every
 # conftest.py, every test module: repo_checks.in_test_tree), what the scorer puts back; pytest's
 # configuration files need no entry: the trusted run reads none the response wrote.
@@ -171,21 +179,73 @@ def tree(task: dict[str, Any], changes: dict[str, str | None]) -> dict[str, str]
     return files
 
 
-def apply_delta(base: dict[str, str], changes: dict[str, str | None], delta: dict) -> dict:
-    """`changes` updated by one call's `delta` (the harness's report), kept minimal: a file back
-    to its snapshot text is no change."""
-    out = dict(changes)
-    for path, text in (delta.get("changed") or {}).items():
-        if base.get(path) == text:
-            out.pop(path, None)
-        else:
-            out[path] = text
-    for path in delta.get("deleted") or []:
+def apply_delta(base: dict[str, str], changes: dict[str, str | None], delta: dict
+                ) -> tuple[dict, list[str]]:
+    """(`changes` updated by one call's `delta`, notes on what was not kept). Each changed file
+    comes as a splice of its text before the call (harnesses/tree_view.py), applied to that
+    text here and kept only when the digest of the result is the one the harness sent; a path
+    is kept only under the snapshot name rule (snapshot_paths.py) and when the tree can hold
+    it (no file that is also a folder). The changes stay minimal: a file back to its snapshot
+    text is no change."""
+    out, notes = dict(changes), []
+    changed, deleted = delta.get("changed") or {}, delta.get("deleted") or []
+    if not isinstance(changed, dict) or not isinstance(deleted, list):
+        return out, ["note: the call's changes were not readable; none kept"]
+    for path in deleted:
+        if not isinstance(path, str) or name_problem(path):
+            continue  # never a name the state holds
         if path in base:
             out[path] = None
         else:
             out.pop(path, None)
-    return out
+    names = None
+    for path, splice in changed.items():
+        why = name_problem(path)
+        old = out[path] if path in out else base.get(path)
+        if why is None and old is None:  # a new file: the tree must be able to hold it
+            names = names if names is not None else {p for p in (*base, *out) if out.get(p, base.get(p)) is not None}
+            why = tree_conflict(path, names)
+        if why is None:
+            new, why = spliced(old or "", splice)
+        if why is not None:
+            notes.append(f"note: {shown(path)} not kept ({why})")
+            continue
+        if base.get(path) == new:
+            out.pop(path, None)
+        else:
+            out[path] = new
+        if names is not None:
+            names.add(path)
+    return out, notes
+
+
+def spliced(old: str, splice: object) -> tuple[str, str | None]:
+    """(the text `splice` makes of `old`, None) or ("", why it does not apply)."""
+    if not isinstance(splice, dict):
+        return "", "its change is not a splice"
+    at, cut, text, sha = (splice.get(k) for k in ("at", "cut", "text", "sha256"))
+    if at is None and cut is None:  # the whole text
+        at, cut = 0, len(old)
+    if not (type(at) is int and type(cut) is int and isinstance(text, str) and isinstance(sha, str)
+            and 0 <= at <= len(old) and 0 <= cut <= len(old) - at):
+        return "", "its change is not a splice of its text"
+    new = old[:at] + text + old[at + cut:]
+    if hashlib.sha256(new.encode("utf-8", "surrogatepass")).hexdigest() != sha:
+        return "", "its change does not give the text the harness reported"
+    return new, None
+
+
+def tree_conflict(path: str, names: set[str]) -> str | None:
+    """Why a tree holding the files `names` cannot also hold file `path`, or None."""
+    head = path
+    while "/" in head:
+        head = head.rpartition("/")[0]
+        if head in names:
+            return f"it lies under {head}, which is a file"
+    prefix = path + "/"
+    if any(name.startswith(prefix) for name in names):
+        return "it is a folder of other files"
+    return None
 
 
 def call_summary(call: ToolCall) -> str:
@@ -280,7 +340,8 @@ class RepoDomain(EpisodeDomain):
         """Every call's sandbox limits: the domain's, a work dir with room for the snapshot twice
         over (the harness copies it there), then the task's own `limits`."""
         chars = sum(map(len, snapshot_files(task).values()))
-        limits = {**self.sandbox.limits(), "disk_mb": max(64, 64 + 2 * (chars >> 20))}
+        limits = {**self.sandbox.limits(), "disk_mb": max(64, 64 + 2 * (chars >> 20)),
+                  "output_bytes": OUTPUT_BYTES}
         own = task.get("limits")
         if isinstance(own, dict) and limits_problem(own) is None:
             limits.update(own)
@@ -310,7 +371,8 @@ class RepoDomain(EpisodeDomain):
         limits = self.limits_of(task)
         plan = {"marker": marker, "call": {"name": call.name, "arguments": call.arguments},
                 "visible_tests": task.get("visible_tests") or [],
-                "budget_s": limits["timeout_s"] - 2.0, "log_bytes": self.log_bytes}
+                "budget_s": limits["timeout_s"] - 2.0, "log_bytes": self.log_bytes,
+                "report_bytes": min(REPORT_BYTES, limits["output_bytes"] - (64 << 10))}
         return self._request(task, state.get("changes") or {}, plan, "tool", limits)
 
     def observe(self, task: dict, state: dict, call: ToolCall, result) -> Step:
@@ -318,16 +380,21 @@ class RepoDomain(EpisodeDomain):
         report, problem, _ = harness_report(result, REPORT_MARKER)
         if report is None:
             return Step(f"error: the call did not finish: {problem[:300]}", {**state, "log": log}, None, None)
-        changes = apply_delta(snapshot_files(task), state.get("changes") or {}, report.get("delta") or {})
-        notes = [f"note: {path} not kept ({why})" for path, why in
-                 sorted((report.get("delta") or {}).get("skipped", {}).items())[:10]]
+        delta = report.get("delta") if isinstance(report.get("delta"), dict) else {}
+        changes, notes = apply_delta(snapshot_files(task), state.get("changes") or {}, delta)
+        skipped = delta.get("skipped") if isinstance(delta.get("skipped"), dict) else {}
+        notes += [f"note: {shown(path)} not kept ({str(why)[:200]})" for path, why in
+                  sorted(skipped.items())[:10]]
         outside = list(state.get("outside") or [])
         if report.get("outside"):
             notes.append("note: files written outside the repository are not kept: "
                          + ", ".join(map(str, report["outside"][:10])))
             if call.name == RUN_SHELL.name:  # the model's own command (a test run's are the task's)
                 outside = sorted({*outside, *map(str, report["outside"][:10])})[:OUTSIDE_KEPT]
-        observation = "\n".join([str(report.get("observation", ""))] + notes)
+        observation = str(report.get("observation", ""))
+        if len(observation) > OBSERVATION_CHARS:
+            observation = observation[:OBSERVATION_CHARS] + f"\n[... {len(observation) - OBSERVATION_CHARS} characters cut]"
+        observation = "\n".join([observation] + notes[:20])
         tests = report.get("tests") if call.name == RUN_VISIBLE_TESTS.name else None
         total = (tests or {}).get("passed", 0) + (tests or {}).get("failed", 0)
         reward = tests["passed"] / total if total else None

@@ -40,7 +40,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.join(HERE, "repo")
 SKIP_DIRS = {"__pycache__", ".pytest_cache", ".git", ".mypy_cache"}
-MAX_FILE, MAX_CHANGED = 262_144, 2_097_152       # a changed file's text; all changed files' text
+MAX_FILE, MAX_SHOWN = 4 << 20, 20_000            # a file's text the tools handle; an observation
+REPORT_BYTES = 60_000                             # a report's size when the plan names no cap
 MAX_LIST, MAX_MATCHES = 400, 100
 ENV = "/opt/flywheel-env"                         # the task's environment, when it has one
 SCRATCH = os.path.join(HERE, ".flywheel", "scratch")  # the commands' HOME and TMPDIR
@@ -65,6 +66,7 @@ def env_paths():
 
 
 SIBLINGS = ("unified_diff", "repo_checks", "child_channel", "pytest_report", "pytest_run", "apply_chain",
+            "tree_view",
             "visible_tests", "import_check")
 SOURCES = {}  # name -> (path, text): this file and its siblings, read before any of the repository runs
 
@@ -158,9 +160,9 @@ def read_text(path, limit):
 
 
 def tree_delta(before, after):
-    """How the tree changed between two walks: {"changed": {path: text}, "deleted": [path],
-    "skipped": {path: why}} (links, binary or oversized files are not kept)."""
-    changed, skipped, total = {}, {}, 0
+    """How the tree changed between two walks: ({path: new text}, [deleted path], {path: why
+    not kept}) (links, binary or oversized files are not kept)."""
+    news, skipped = {}, {}
     for rel, entry in after.items():
         if before.get(rel) == entry:
             continue
@@ -168,14 +170,12 @@ def tree_delta(before, after):
             skipped[rel] = "a symbolic link" if entry[0] == "link" else "not a regular file"
             continue
         text, problem = read_text(os.path.join(REPO, rel), MAX_FILE)
-        if text is not None and total + len(text) > MAX_CHANGED:
-            text, problem = None, "over the changes' size limit"
         if text is None:
             skipped[rel] = problem
             continue
-        changed[rel], total = text, total + len(text)
+        news[rel] = text
     deleted = sorted(rel for rel, entry in before.items() if rel not in after and entry[0] == "file")
-    return {"changed": changed, "deleted": deleted, "skipped": skipped}
+    return news, deleted, skipped
 
 
 def outside_entries():
@@ -221,7 +221,7 @@ def inside(path):
 # ---------------------------------------------------------------- the tools
 def tool_list(args, plan):
     pattern = args.get("pattern") or "*"
-    names = [rel for rel in walk(REPO)
+    names = [rel for rel in plan["view"].listed()
              if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(os.path.basename(rel), pattern)]
     shown = names[:MAX_LIST]
     more = f"\n[... {len(names) - len(shown)} more]" if len(names) > len(shown) else ""
@@ -229,10 +229,11 @@ def tool_list(args, plan):
 
 
 def tool_read(args, plan):
-    path = inside(args["path"])
-    if os.path.isdir(path):
-        return tool_list({"pattern": os.path.relpath(path, REPO) + "/*"}, plan)
-    text, problem = read_text(path, MAX_FILE) if os.path.lexists(path) else (None, "no such file")
+    view = plan["view"]
+    rel = view.key(args["path"])
+    if rel in view.folders():
+        return tool_list({"pattern": rel + "/*"}, plan)
+    text, problem = view.text(rel, MAX_FILE)
     if text is None:
         raise ValueError(f"{args['path']} cannot be read: {problem}")
     lines = text.splitlines()
@@ -240,9 +241,20 @@ def tool_read(args, plan):
     end = min(len(lines), int(args.get("end") or len(lines)))
     if not lines:
         return f"{args['path']} is empty"
-    width = len(str(end))
-    body = "\n".join(f"{n:>{width}}| {lines[n - 1]}" for n in range(start, end + 1))
-    return f"{args['path']} (lines {start}-{end} of {len(lines)})\n{body}"
+    width, shown, size = len(str(end)), [], 0
+    for n in range(start, end + 1):
+        line = f"{n:>{width}}| {lines[n - 1]}"
+        if size + len(line) > MAX_SHOWN:  # the rest is the model's to ask for by range
+            if not shown:  # one line longer than an observation: its start
+                shown.append(line[:MAX_SHOWN] + " [... line cut]")
+                n += 1
+            if n <= end:
+                shown.append(f"[... lines {n}-{end} not shown (over {MAX_SHOWN} characters): "
+                             f"read them with start/end]")
+            break
+        shown.append(line)
+        size += len(line) + 1
+    return f"{args['path']} (lines {start}-{end} of {len(lines)})\n" + "\n".join(shown)
 
 
 def tool_search(args, plan):
@@ -250,15 +262,17 @@ def tool_search(args, plan):
         pattern = re.compile(args["pattern"])
     except re.error as e:
         raise ValueError(f"the pattern is not a regular expression: {e}") from None
-    where = args.get("path") or "*"
+    view, where = plan["view"], args.get("path") or "*"
     hits, files = [], 0
-    for rel, entry in walk(REPO).items():
-        if entry[0] != "file" or not (fnmatch.fnmatch(rel, where) or rel.startswith(where.rstrip("/") + "/")):
+    for rel in view.listed():
+        if not (fnmatch.fnmatch(rel, where) or rel.startswith(where.rstrip("/") + "/")):
             continue
-        text, _ = read_text(os.path.join(REPO, rel), MAX_FILE)
+        text, _ = view.text(rel, MAX_FILE)
         if text is None:
             continue
         files += 1
+        if not pattern.search(text):  # one pass in C; lines only where it matches
+            continue
         for n, line in enumerate(text.splitlines(), 1):
             if pattern.search(line):
                 hits.append(f"{rel}:{n}: {line.strip()[:200]}")
@@ -276,39 +290,40 @@ def write(path, text):
 
 
 def tool_edit(args, plan):
-    path = inside(args["path"])
-    text, problem = read_text(path, MAX_FILE) if os.path.exists(path) else (None, "no such file")
+    view = plan["view"]
+    rel = view.key(args["path"])
+    text, problem = view.text(rel, MAX_FILE)
     if text is None:
         raise ValueError(f"{args['path']}: {problem}")
     count = text.count(args["old"]) if args["old"] else 0
     if count != 1:
         raise ValueError(f"{args['path']}: `old` occurs {count} times; it must occur exactly once "
                          "(copy it exactly, with more lines around it to make it unique)")
-    write(path, text.replace(args["old"], args["new"], 1))
+    view.put(rel, text.replace(args["old"], args["new"], 1))
     return f"edited {args['path']}"
 
 
 def tool_write(args, plan):
-    write(inside(args["path"]), args["content"])
+    view = plan["view"]
+    if not isinstance(args["content"], str):
+        raise ValueError("`content` must be text")
+    view.put(view.key(args["path"]), args["content"])
     return f"wrote {args['path']} ({len(args['content'])} characters)"
 
 
 def tool_patch(args, plan):
-    ud = load_unified_diff()
+    ud, view = load_unified_diff(), plan["view"]
     files = {}
-    for rel in ud.changed_paths(args["patch"]):
-        full = inside(rel)
-        if os.path.isfile(full) and not os.path.islink(full):
-            text, problem = read_text(full, MAX_FILE)
+    for path in ud.changed_paths(args["patch"]):
+        rel = view.key(path)
+        if rel in view.names:
+            text, problem = view.text(rel, MAX_FILE)
             if text is None:
-                raise ValueError(f"{rel}: {problem}")
+                raise ValueError(f"{path}: {problem}")
             files[rel] = text
     changes = ud.apply_diff(files, args["patch"])
-    for rel, text in changes.items():
-        if text is None:
-            os.unlink(inside(rel))
-        else:
-            write(inside(rel), text)
+    for rel, text in sorted(changes.items(), key=lambda c: c[1] is not None):  # deletions first
+        view.remove(view.key(rel)) if text is None else view.put(view.key(rel), text)
     return "applied the patch: " + ", ".join(sorted(changes)) if changes else "the patch changes nothing"
 
 
@@ -394,6 +409,7 @@ def visible_counts(paths, budget_s, log_bytes):
 
 
 PLAN_TESTS = {}
+TREELESS = {"list_files", "read_file", "search", "edit_file", "write_file", "apply_patch"}  # run no code
 TOOLS = {"list_files": tool_list, "read_file": tool_read, "search": tool_search,
          "edit_file": tool_edit, "write_file": tool_write, "apply_patch": tool_patch,
          "run_shell": tool_shell, "run_visible_tests": tool_tests}
@@ -436,18 +452,34 @@ def rebuild(plan):
 
 
 def run_tool(plan, known):
-    call = plan["call"]
-    before = {rel: entry for rel, (_, entry) in known.items()}
+    """One call and its report. A tool that runs no code works on the plan's view alone (known
+    is None: no tree was written); a command runs in the written tree, whose walk finds what
+    it changed. Changes come back as splices (tree_view.delta) within the plan's `report_bytes`."""
+    call, view = plan["call"], plan["view"]
     outside = outside_entries()
     error = None
     try:
         observation = TOOLS[call["name"]](call["arguments"], plan)
     except Exception as e:  # noqa: BLE001  a bad call is the model's: an error observation
         observation, error = f"error: {e}", str(e)[:500]
-    report = {"observation": observation, "error": error, "delta": tree_delta(before, walk(REPO, known)),
-              "outside": touched(outside, outside_entries())}
+    if len(observation) > MAX_SHOWN:
+        observation = observation[:MAX_SHOWN] + f"\n[... {len(observation) - MAX_SHOWN} characters cut]"
+    if known is None:
+        news = {rel: text for rel, text in view.news.items() if text is not None}
+        deleted = sorted(rel for rel, text in view.news.items() if text is None)
+        news, deleted = ({}, []) if error else (news, deleted)  # a failed call changes nothing
+        skipped = {}
+        for rel in [r for r in news if not view.kept(r)]:
+            skipped[rel] = "in a folder (or a kind of file) the harness does not keep"
+            del news[rel]
+    else:
+        before = {rel: entry for rel, (_, entry) in known.items()}
+        news, deleted, skipped = tree_delta(before, walk(REPO, known))
+    report = {"observation": observation, "error": error, "outside": touched(outside, outside_entries())}
     if PLAN_TESTS:
         report["tests"] = dict(PLAN_TESTS)
+    budget = int(plan.get("report_bytes") or REPORT_BYTES) - len(json.dumps(report)) - 512
+    report["delta"] = view.delta(news, deleted, skipped, budget)
     return report
 
 
@@ -464,7 +496,10 @@ def main():
     os.makedirs(os.path.join(os.path.dirname(REPO), ".flywheel"), exist_ok=True)
     os.makedirs(REPO, exist_ok=True)
     start = time.monotonic()
-    known = rebuild(plan)
+    if mode == "tool":
+        plan["view"] = load_sibling("tree_view").View(sys.modules[__name__], plan)
+    treeless = mode == "tool" and plan["call"]["name"] in TREELESS
+    known = None if treeless else rebuild(plan)  # the tree is written only for code to run in
     plan.pop("tree", None)
     rebuilt = time.monotonic() - start
     report = run_tool(plan, known) if mode == "tool" else checks.score(plan, known)
