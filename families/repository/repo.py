@@ -99,6 +99,19 @@ TASK_LIMITS = {"timeout_s": (1.0, 3600.0), "memory_mb": (128, 65536), "disk_mb":
                "processes": (8, 4096)}
 
 
+PYTEST_CHECK_S = 0.2  # each pytest check's share of the default timeout
+
+
+def default_timeout(task: dict[str, Any], base: float) -> float:
+    """The timeout of `task`'s calls when its `limits` name none: the domain's `base` plus
+    PYTEST_CHECK_S per pytest check, so a SWE-bench row's 543 PASS_TO_PASS tests get about two
+    minutes, not the built-in suite's 10 s (module checks, evaluated together in one child in
+    milliseconds, add nothing); at most TASK_LIMITS' bound."""
+    checks = [c for group in ("hidden_tests", "regression_tests") for c in task.get(group) or []
+              if isinstance(c, dict) and "pytest" in c]
+    return round(min(TASK_LIMITS["timeout_s"][1], base + PYTEST_CHECK_S * len(checks)), 1)
+
+
 def limits_problem(limits: Any) -> str | None:
     """Why a task's `limits` field is unusable, or None."""
     if not isinstance(limits, dict):
@@ -338,10 +351,12 @@ class RepoDomain(EpisodeDomain):
 
     def limits_of(self, task: dict) -> dict[str, Any]:
         """Every call's sandbox limits: the domain's, a work dir with room for the snapshot twice
-        over (the harness copies it there), then the task's own `limits`."""
+        over (the harness copies it there), a timeout that grows with the task's pytest checks
+        (default_timeout), then the task's own `limits`."""
         chars = sum(map(len, snapshot_files(task).values()))
         limits = {**self.sandbox.limits(), "disk_mb": max(64, 64 + 2 * (chars >> 20)),
                   "output_bytes": OUTPUT_BYTES}
+        limits["timeout_s"] = default_timeout(task, limits["timeout_s"])
         own = task.get("limits")
         if isinstance(own, dict) and limits_problem(own) is None:
             limits.update(own)

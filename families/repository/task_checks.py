@@ -20,18 +20,20 @@ def repo_problems(task: dict[str, Any], sandbox) -> list[str]:
     runs = [("the snapshot", "", lambda cid: cid not in hidden)]
     if task.get("reference_patch"):
         runs.append(("the reference_patch", task["reference_patch"], lambda cid: True))
-    problems = []
+    problems, timeout = [], domain.limits_of(task)["timeout_s"]
     for label, patch, should_pass in runs:
         try:
-            report, problem, _ = harness_report(domain.run(sandbox, task, patch), REPORT_MARKER)
+            execution = domain.run(sandbox, task, patch)
+            report, problem, _ = harness_report(execution, REPORT_MARKER)
         except SandboxError as e:
             return problems + [f"{label}: the sandbox failed: {e}"[:400]]
-        if report is None:
+        if timed_out(execution, report):  # the task's limits, not any check: one line, not one per check
+            problems.append(f"{'the reference' if patch else label} does not finish in {timeout:g} s; "
+                            f"set limits.timeout_s (for example {min(3600, 2 * timeout):g})")
+        elif report is None:
             problems.append(f"{label}: the harness gave no report: {problem}"[:400])
         elif report.get("pytest_missing"):
-            hint = (f" (it names docker image {task['image']!r}: validate it with --sandbox docker)"
-                    if task.get("image") and sandbox.name != "docker" else "")
-            return problems + [f"pytest checks cannot run: the task's environment has no pytest{hint}"]
+            return problems + [no_pytest(domain, task, sandbox)]
         elif report.get("install_error"):  # the snapshot's own package: the environment's problem
             return problems + [f"environment: {report['install_error']}"
                                + (f" (environment {domain.environment_of(task)!r})" if domain.environment_of(task) else "")]
@@ -47,6 +49,34 @@ def repo_problems(task: dict[str, Any], sandbox) -> list[str]:
                     problems.append(f"{label} {verb} {kind} check {cid!r}"
                                     + (f": {outcome.get('why')}" if outcome.get("why") else "")[:300])
     return problems
+
+
+def timed_out(execution, report: dict | None) -> bool:
+    """Whether a run ended for time: the sandbox killed the harness at the task's timeout, or
+    the harness's pytest or module-check child ran out of its budget."""
+    if report is None:
+        return getattr(execution, "kill_reason", None) == "timeout"
+    outcomes = (report.get("checks") or {}).values()
+    return (report.get("why") == "pytest ran out of time"
+            or any(o.get("why") == "pytest ran out of time" for o in outcomes)
+            or (not report.get("exited_early")
+                and any(str(o.get("why", "")).startswith("no answer (") for o in outcomes)))
+
+
+def no_pytest(domain, task: dict[str, Any], sandbox) -> str:
+    """Why pytest checks cannot run, saying what to do: name an environment (a row without one),
+    build it with pytest, or validate a docker image on docker."""
+    name = domain.environment_of(task)
+    if task.get("image") and sandbox.name != "docker":
+        return (f"pytest checks cannot run: the task's environment has no pytest (it names docker "
+                f"image {task['image']!r}: validate it with --sandbox docker)")
+    if name is None:
+        return ("pytest checks cannot run: the task names no environment and the sandbox's Python "
+                "has no pytest; build one (`flywheel env build NAME --requirements FILE`, pytest and "
+                "the project's dependencies) and name it in the row (`environment`) or give every "
+                "row one with --environment NAME")
+    return (f"pytest checks cannot run: environment {name!r} has no pytest; add pytest to its "
+            f"requirements and rebuild it (`flywheel env build {name} --requirements FILE`)")
 
 
 def check_repo_tasks(tasks: list[dict[str, Any]], progress, backend: str = "local") -> list[str]:
