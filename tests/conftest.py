@@ -1,6 +1,7 @@
 """Fixtures shared by the test packages: a private dockerd, and each sandbox backend this machine
 can run, plain (`backend`), isolating (`isolating`) and with its pid and network isolation proven
-(`verified`), plus a host process hostile code must not kill (`sentinel`).
+(`verified`), the local backend alone (`local_sandbox`), plus a host process hostile code must
+not kill (`sentinel`).
 
 The quick tier (`-m "not slow"`) runs each sandbox backend matrix on `local` only; the whole
 suite keeps every backend. No test marks this by hand: `pytest_collection_modifyitems` marks
@@ -130,6 +131,17 @@ def backend(request):
     instance.label = name
     yield instance
     instance.close()
+
+
+@pytest.fixture(scope="module")
+def local_sandbox():
+    """The local backend alone (warm), for a module that needs one sandbox, not the matrix; a
+    skip saying why where it cannot run."""
+    try:
+        with get_backend("local") as instance:
+            yield instance
+    except SandboxError as e:
+        pytest.skip(f"local cannot run here: {e}")
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from flywheel.domains.registry import get_domain
-from flywheel.sandbox import SandboxError, get_backend
 from flywheel.verifiers import get_verifier
 from flywheel.verifiers.hacks import echoes_examples, python_flags, shell_flags
 
@@ -74,22 +73,13 @@ def test_large_hostile_shell_scripts_get_their_verdict():
     assert shell_flags(big("1 ", "kill 0")) == ["escapes_workdir"]
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    try:
-        with get_backend("local") as backend:
-            yield backend
-    except SandboxError as e:
-        pytest.skip(f"local cannot run here: {e}")
-
-
 @pytest.mark.parametrize("unit,tail", [("print(", "'PASS')\n"), ("def __eq__(", "s, o):\n    return True\n"),
                                        ("# print(\n", ""), ("#" + "1 " * 100 + "\n", "")])
-def test_python_tests_scores_a_large_hostile_response(sandbox, unit, tail):
+def test_python_tests_scores_a_large_hostile_response(local_sandbox, unit, tail):
     task = next(t for t in get_domain("py_functions").tasks("train") if t["entry_point"] == "running_max")
     response = big(unit, tail) + "\ndef running_max(xs):\n    return xs\n"
     domain = get_domain("py_functions")
-    v = get_verifier("python_tests")(task, response, sandbox.run(domain.request(task, response)))
+    v = get_verifier("python_tests")(task, response, local_sandbox.run(domain.request(task, response)))
     assert v.verdict == "fail" and v.reward <= 0.25     # `return xs` is right only on []
     assert v.exploit_suspected == bool(tail) and (v.reward == 0.0 or not tail)
 

@@ -146,16 +146,6 @@ DEEP_PYTHON = {
 }
 
 
-@pytest.fixture(scope="module")
-def local_sandbox():
-    from flywheel.sandbox import SandboxError, get_backend
-    try:
-        with get_backend("local") as backend:
-            yield backend
-    except SandboxError as e:
-        pytest.skip(f"local cannot run here: {e}")
-
-
 @pytest.mark.parametrize("domain", ["py_functions", "py_mbpp"])
 @pytest.mark.parametrize("name", sorted(DEEP_PYTHON))
 def test_python_too_deep_to_parse_is_a_failed_attempt(local_sandbox, domain, name):
