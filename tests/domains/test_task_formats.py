@@ -137,7 +137,8 @@ def test_rows_in_no_format_say_what_was_expected(tmp_path, capsys):
     assert (f"{path}: line 1: field `domain` missing, and looks like GSM8K (question, answer), but "
             "field `answer` does not end in '#### N'; name the domain in the row or with --domain") in lines
     assert any(line.startswith(f"{path}: line 2: field `domain` missing, and the fields match no "
-                               "known task format: GSM8K (question, answer); HumanEval (prompt, "
+                               "known task format: GSM8K (question, answer); Harbor task folder "
+                               "(instruction, task_toml, harbor_files); HumanEval (prompt, "
                                "entry_point, test);") for line in lines)
     assert any(line.startswith(f"{path}: line 3: Spider-like SQL format: the SQLite database ")
                and "nowhere.sqlite is not a local file" in line for line in lines)
