@@ -1,4 +1,4 @@
-"""Multi-turn episodes for real: the rollout's unrolled Turn stages on the DirectRunner with the
+"""Multi-turn episodes for real: the rollout's episode stage on the DirectRunner with the
 tiny policy and the local sandbox, exact token accounting read back from Parquet, the loss mask,
 a malformed tool call, and the same rows from the in-memory and the multi-process runner."""
 
@@ -60,13 +60,17 @@ def in_memory(tmp_path_factory):
 
 
 def test_one_sandbox_pool_serves_every_stage_of_the_process(in_memory):
-    """Execute and the 3 Turn stages share this process's one warm pool: one opened, no more
-    servers than the sandbox concurrency, and it is closed when the last stage lets it go."""
-    assert turn_stages(config().rollout.domains, 3) == 3  # 4 sandbox stages in all
+    """Execute and RunEpisodes share this process's one warm pool: one opened, no more servers
+    than its size (a server per episode loop, at least the sandbox concurrency), and it is closed
+    when the last stage lets it go."""
+    assert turn_stages(config().rollout.domains, 3) == 3  # multi-turn: RunEpisodes and Execute
+    size = max(CONCURRENCY, config().episode.concurrency)
     assert IN_MEMORY_COUNTERS["sandbox_pools_opened"] == 1
     started = IN_MEMORY_COUNTERS["sandbox_servers_started"]  # a server that died is replaced:
-    assert 1 <= started - IN_MEMORY_COUNTERS.get("sandbox_servers_replaced", 0) <= CONCURRENCY  # never grown per stage
-    assert IN_MEMORY_COUNTERS.get("sandbox_uids_held_peak", 0) <= 2 * CONCURRENCY  # servers + cold runs (a peak: reported when it grows)
+    assert 1 <= started - IN_MEMORY_COUNTERS.get("sandbox_servers_replaced", 0) <= size  # never grown per stage
+    assert IN_MEMORY_COUNTERS.get("sandbox_uids_held_peak", 0) <= 2 * size  # servers + cold runs (a peak: reported when it grows)
+    assert IN_MEMORY_COUNTERS["episodes_run"] == 16 + 2 and IN_MEMORY_COUNTERS["engine_batches"] >= 1  # held-out too
+    assert IN_MEMORY_COUNTERS["tool_calls"] >= 16  # counted on the loop threads too
     assert shared_pool.open_backends() == {}
 
 
