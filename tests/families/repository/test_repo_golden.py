@@ -42,11 +42,12 @@ def test_the_reference_patch_as_a_one_step_answer_solves(sandbox):
 
 
 @pytest.mark.parametrize("index", [0, 1])
-def test_a_golden_fix_with_its_test_edited_earns_nothing(sandbox, index, play):
+def test_a_golden_fix_with_its_test_edited_earns_its_reward(sandbox, index, play):
+    """As SWE-bench: the test file is put back before the checks run; the edit is flagged."""
     task = tasks(2, seed=9)[index]
     test_path = task["visible_tests"][0]
     text = task["repo"]["files"][test_path]
     edit = {"name": "write_file", "arguments": {"path": test_path, "content": text + "\n# reviewed\n"}}
     verdict, _, _ = play(task, sandbox, [*task["golden"][:-1], edit, task["golden"][-1]])
-    assert verdict.reward == 0.0 and verdict.components["exploit_edited_tests"] == 1.0
-    assert verdict.components["hidden_pass_rate"] == 1.0  # right, and still flagged
+    assert verdict.reward == 1.0 and verdict.components["edited_tests"] == 1.0
+    assert not verdict.exploit_suspected
