@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from flywheel.domains.environments import with_environment
 from flywheel.domains.registry import prepare_task
 from flywheel.domains.task_files import expand_pattern, raw_rows, task_rows, where
 from flywheel.domains.task_formats import TASK_FORMATS
@@ -64,9 +65,11 @@ def read_task_rows(pattern: str, default_domain: str | None = None
             yield path, number, row, problem, fmt
 
 
-def load_tasks(patterns: list[str], default_domain: str | None = None, formats: dict | None = None):
+def load_tasks(patterns: list[str], default_domain: str | None = None, formats: dict | None = None,
+               environment: str | None = None):
     """(tasks, problems): the usable tasks of the files, and "path: line N: problem" strings.
-    `formats`, when given, receives {path: {line: task format name or None}}."""
+    `formats`, when given, receives {path: {line: task format name or None}}; `environment`
+    is given to every row that names none and runs in one (domains/environments.py)."""
     tasks, problems, seen = [], [], {}
     for pattern in patterns:
         for path, number, row, problem, fmt in read_task_rows(pattern, default_domain):
@@ -76,7 +79,7 @@ def load_tasks(patterns: list[str], default_domain: str | None = None, formats: 
             if problem:
                 problems.append(f"{at}: {problem}")
                 continue
-            task, found = prepare_task(row, default_domain)
+            task, found = prepare_task(with_environment(row, environment, default_domain), default_domain)
             key = task["task_id"] if task else row.get("task_id")
             if isinstance(key, str) and key in seen:
                 found.append(f"field `task_id`: {key!r} repeats {seen[key]}")
@@ -118,6 +121,8 @@ def add_parser(sub) -> None:
     validate.add_argument("files", nargs="+", help="paths or patterns (local, gs://, ...)")
     validate.add_argument("--domain", help="domain of rows that have no `domain` field")
     validate.add_argument("--format", choices=("text", "json"), default="text")
+    validate.add_argument("--environment", metavar="NAME",
+                          help="the environment (`flywheel env build NAME`) of every row that names none")
     validate.add_argument("--no-run", action="store_true",
                           help="check the fields only: do not run repository tasks in the sandbox")
     validate.add_argument("--sandbox", choices=("local", "docker"), default="local",
@@ -127,7 +132,7 @@ def add_parser(sub) -> None:
 
 def run(args, console) -> int:
     formats: dict = {}
-    tasks, problems = load_tasks(args.files, args.domain, formats)
+    tasks, problems = load_tasks(args.files, args.domain, formats, args.environment)
     if not args.no_run:
         from flywheel.families.repository.task_checks import check_repo_tasks  # the sandbox, on demand
         quiet = args.format == "json"

@@ -55,6 +55,19 @@ def environment_problem(name) -> str | None:
     return None
 
 
+def with_environment(row: dict, name: str | None, default_domain: str | None = None) -> dict:
+    """`row` with environment `name` when it names none and its domain runs in environments
+    (`flywheel tasks validate --environment NAME`, `flywheel run --environment NAME`: every
+    task-file row gets one); `row` itself otherwise. The row's own `environment` wins."""
+    if not name or not isinstance(row, dict) or row.get("environment"):
+        return row
+    from flywheel.domains.registry import DOMAINS
+    domain = row.get("domain") or default_domain
+    if not isinstance(domain, str) or domain not in DOMAINS or not hasattr(DOMAINS.get(domain), "environment"):
+        return row
+    return {**row, "environment": name}
+
+
 def has_pytest(name: str) -> bool | None:
     """Whether environment `name` holds pytest; None where its folder is not on this machine."""
     path = environment_dir(name)

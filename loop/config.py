@@ -39,6 +39,7 @@ def renamed(dotted: str) -> str | None:
 class RolloutSettings:
     domains: tuple[str, ...] = DEFAULT_DOMAINS
     task_files: tuple[str, ...] = ()      # JSONL task file patterns (any Beam filesystem)
+    task_environment: str = ""            # environment (flywheel env build) of task-file rows naming none
     tasks_per_domain: int = 128           # training tasks per domain per iteration
     heldout_per_domain: int = 300         # held-out tasks per domain, evaluated greedily
     n_samples: int = 8                    # attempts per training task (the GRPO group size)

@@ -58,6 +58,8 @@ RUN_FLAGS = {  # the settings people change from run to run; every other key: --
     "--seed": ("seed", int, "seed of every random choice in the run"),
     "--domains": ("rollout.domains", LIST, "comma-separated built-in domains"),
     "--tasks": ("rollout.task_files", LIST, "comma-separated JSONL task file patterns"),
+    "--environment": ("rollout.task_environment", str, "the environment (`flywheel env build NAME`) "
+                      "of every --tasks row that names none"),
     "--tasks-per-domain": ("rollout.tasks_per_domain", int, "training tasks per domain per iteration"),
     "--heldout-per-domain": ("rollout.heldout_per_domain", int, "held-out tasks per domain"),
     "--n-samples": ("rollout.n_samples", int, "attempts per training task (group size)"),

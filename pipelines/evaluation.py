@@ -113,7 +113,7 @@ class Evaluate(beam.PTransform):
         ids = dict(run_id=spec.run_id, iteration=spec.iteration, policy_version=spec.iteration)
         read = pbegin | "ReadTasks" >> ReadTasks(
             ranges=eval_ranges(config), patterns=config.rollout.task_files, seed=config.seed,
-            max_prompt_bytes=MAX_PROMPT_BYTES)
+            max_prompt_bytes=MAX_PROMPT_BYTES, environment=config.rollout.task_environment)
         sampled = read["tasks"] | "ExpandSampled" >> Expand(
             **ids, seed=config.seed, n_samples=spec.n, temperature=spec.temperature, mode=SAMPLED)
         greedy = read["tasks"] | "ExpandGreedy" >> Expand(

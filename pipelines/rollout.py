@@ -80,7 +80,7 @@ class Rollout(beam.PTransform):
         ids = dict(run_id=spec.run_id, iteration=spec.iteration, policy_version=spec.policy_version)
         read = pbegin | "ReadTasks" >> ReadTasks(
             ranges=self.plan.ranges, patterns=r.task_files, seed=config.seed,
-            max_prompt_bytes=MAX_PROMPT_BYTES)
+            max_prompt_bytes=MAX_PROMPT_BYTES, environment=r.task_environment)
         tasks = read["tasks"]
         if config.review.domains:  # people, not the verifier, judge these domains' attempts
             tasks = tasks | "MarkForReview" >> beam.Map(mark_for_review,

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.io import fileio
 
+from flywheel.domains.environments import with_environment
 from flywheel.domains.registry import get_domain, prepare_task
 from flywheel.domains.task_files import expand_pattern, rows_of_file, where
 from flywheel.transforms.errors import ERRORS_TAG, count, error_row, errors_output
@@ -75,14 +76,14 @@ class _GenerateTask(beam.DoFn):
 class _ParseTaskFile(beam.DoFn):
     """Rows of one JSONL/Parquet task file -> tasks, or `input` errors naming file, line, field."""
 
-    def __init__(self, max_prompt_bytes: int):
-        self.max_prompt_bytes = max_prompt_bytes
+    def __init__(self, max_prompt_bytes: int, environment: str = ""):
+        self.max_prompt_bytes, self.environment = max_prompt_bytes, environment
 
     def process(self, readable):
         path = readable.metadata.path
         for number, row, problem in rows_of_file(path, readable.read()):
             at = where(path, number)
-            task, problems = (None, [problem]) if problem else prepare_task(row)
+            task, problems = (None, [problem]) if problem else prepare_task(with_environment(row, self.environment))
             if task is not None:
                 problems = [p for p in [prompt_problem(task, self.max_prompt_bytes)] if p]
             if problems:
@@ -106,10 +107,12 @@ class ReadTasks(beam.PTransform):
     """
 
     def __init__(self, ranges: Sequence[TaskRange] = (), patterns: Sequence[str] = (),
-                 seed: int = 0, max_prompt_bytes: int = 1 << 20, chunk_tasks: int = CHUNK_TASKS):
+                 seed: int = 0, max_prompt_bytes: int = 1 << 20, chunk_tasks: int = CHUNK_TASKS,
+                 environment: str = ""):
         super().__init__()
         self.ranges, self.patterns = [TaskRange(*r) for r in ranges], list(patterns)
         self.seed, self.max_prompt_bytes, self.chunk_tasks = seed, max_prompt_bytes, chunk_tasks
+        self.environment = environment  # of file rows that name none (--environment)
 
     def expand(self, pbegin):
         outputs = []
@@ -127,7 +130,7 @@ class ReadTasks(beam.PTransform):
                 pbegin
                 | f"Match{i}" >> fileio.MatchFiles(pattern)
                 | f"Open{i}" >> fileio.ReadMatches()
-                | f"Parse{i}" >> beam.ParDo(_ParseTaskFile(self.max_prompt_bytes))
+                | f"Parse{i}" >> beam.ParDo(_ParseTaskFile(self.max_prompt_bytes, self.environment))
                 .with_outputs(ERRORS_TAG, main="tasks"))
         if not outputs:
             raise ValueError("ReadTasks needs task ranges or task file patterns")
