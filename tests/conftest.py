@@ -12,12 +12,12 @@ seconds per test. `@pytest.mark.quick_on(*backends)` widens the quick set for on
 where a second backend is the point of a quick check."""
 
 import subprocess
-import sys
 
 import pytest
 
 from flywheel.sandbox import ExecRequest, SandboxError, get_backend
 from tests.run_configs import tiny_config
+from tests.sandbox_service_process import start_service
 
 
 @pytest.fixture(scope="session")
@@ -41,19 +41,14 @@ def sandbox_service(tmp_path_factory):
     started = []
 
     def start(capacity: int = 2, token: str | None = "test-token", options: str = ""):
-        command = [sys.executable, "-m", "flywheel.cli.main", "sandbox", "serve", "--port", "0",
-                   "--capacity", str(capacity), "--sandbox-options", options]
+        flags = ["--capacity", str(capacity), "--sandbox-options", options]
         if token is not None:
             token_file = tmp_path_factory.mktemp("token") / "token"
             token_file.write_text(token)
-            command += ["--token-file", str(token_file)]
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            flags += ["--token-file", str(token_file)]
+        proc, url = start_service(*flags)
         started.append(proc)
-        line = proc.stdout.readline()
-        if not line.startswith("serving "):
-            proc.kill()
-            pytest.fail(f"the sandbox service did not start: {line}{proc.stderr.read()[-2000:]}")
-        return proc, line.split(" at ")[1].split()[0]
+        return proc, url
 
     yield start
     for proc in started:

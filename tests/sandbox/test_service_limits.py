@@ -17,7 +17,6 @@ import os
 import select
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -26,12 +25,12 @@ import pytest
 from flywheel.sandbox import ExecRequest, SandboxError, get_backend
 from flywheel.web.service_limits import MAX_BODY
 from flywheel.web.service_token import check_exposure, is_loopback, read_token
+from tests.sandbox_service_process import SERVE, start_service
 
 TOKEN = "test-token"
 AUTH = f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"  # what the remote client sends
 PATIENCE = 30.0  # the client's; the patient service waits 60 s for a body it expects
 PRINT = ExecRequest({"m.py": "print(6 * 7)"}, ("python", "m.py"))
-CLI = [sys.executable, "-m", "flywheel.cli.main", "sandbox", "serve"]
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +41,10 @@ def serve(tmp_path_factory):
     token_file.write_text(TOKEN + "\n")
 
     def start(*flags: str) -> int:
-        proc = subprocess.Popen([*CLI, "--port", "0", "--token-file", str(token_file),
-                                 "--allowed-host", "x", *flags],  # the raw requests say Host: x
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc, url = start_service("--token-file", str(token_file),
+                                  "--allowed-host", "x", *flags)  # the raw requests say Host: x
         started.append(proc)
-        line = proc.stdout.readline()
-        if not line.startswith("serving "):
-            proc.kill()
-            pytest.fail(f"the sandbox service did not start: {line}{proc.stderr.read()[-2000:]}")
-        return int(line.split(" at ")[1].split()[0].rsplit(":", 1)[1])
+        return int(url.rsplit(":", 1)[1])
 
     yield start
     for proc in started:
@@ -340,7 +334,7 @@ def test_a_bounded_flood_leaves_the_service_whole(serve):
 
 def refused_to_serve(*flags: str, env: dict | None = None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k != "FLYWHEEL_SANDBOX_TOKEN"} | (env or {})
-    return subprocess.run([*CLI, "--port", "0", *flags], capture_output=True, text=True, timeout=60, env=environ)
+    return subprocess.run([*SERVE, "--port", "0", *flags], capture_output=True, text=True, timeout=60, env=environ)
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "10.1.2.3", "example.com", "127.0.0.1.nip.io"])
