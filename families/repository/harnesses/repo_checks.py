@@ -101,16 +101,18 @@ def score(plan, known=None):
         return {"applied": False, "test_patch_error": f"the task's test_patch: {e}"[:600]}
     guarded = lambda rel: (in_test_tree(rel) or rel in test_paths  # noqa: E731
                            or protected(rel, plan.get("protected") or ()))
+    # The repository's package must import at the snapshot, else no answer can pass; probed
+    # before the walk, so whatever importing it writes is never taken for the answer's.
+    began = time.monotonic()
+    broken = h.load_sibling("import_check").import_problem(plan["budget_s"] * 0.5)
+    if broken:
+        return {"applied": False, "install_error": broken}
+    plan["budget_s"] -= time.monotonic() - began
     before = h.walk(h.REPO, known)
     TESTING_ROOTS.clear()
     TESTING_ROOTS.update(testing_roots([*(rel for rel, entry in before.items() if entry[0] == "file"),
                                         *test_paths]))
     config = pytest_run.pristine_config(h.REPO)  # before the answer: its configuration never counts
-    began = time.monotonic()  # the package must import at the snapshot, else no answer can pass
-    broken = h.load_sibling("import_check").import_problem(plan["budget_s"] * 0.5)
-    if broken:
-        return {"applied": False, "install_error": broken}
-    plan["budget_s"] -= time.monotonic() - began
     chain = h.load_sibling("apply_chain")
     pristine = chain.Pristine(plan, before)
     problem, applier = chain.apply_answer(ud, plan, known, pristine)
