@@ -49,7 +49,7 @@ from flywheel.domains.episodes import SUBMITTED, EpisodeDomain, Step
 from flywheel.domains.registry import register_domain
 from flywheel.domains.report_channel import harness_report
 from flywheel.families.repository.repo_base import BASE_MOUNT, materialized
-from flywheel.families.repository.repo_install import install_mounts
+from flywheel.families.repository.repo_install import install_mounts, shadow_problem
 from flywheel.domains.environments import ENV_MOUNT, environment_dir, environment_problem
 from flywheel.families.repository.repo_snapshot import (SnapshotError, SnapshotStore, default_store, read_snapshot,
                                             same_store, split_commit)
@@ -322,7 +322,9 @@ class RepoDomain(EpisodeDomain):
         if not task.get("hidden_tests"):
             problems.append("field `hidden_tests` must list at least one check")
         if self.environment_of(task) is not None:
-            problems += filter(None, [environment_problem(self.environment_of(task))])
+            name = self.environment_of(task)
+            problems += filter(None, [environment_problem(name) or files and shadow_problem(
+                files, (task.get("repo") or {}).get("snapshot"), environment_dir(name), name)])
         if task.get("image") or self.image:
             try:
                 check_image(task.get("image") or self.image)

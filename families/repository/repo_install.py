@@ -329,6 +329,19 @@ def _holds(folder: str, files: dict[str, str]) -> bool:
         return False
 
 
+def shadow_problem(files: dict[str, str], digest: str | None, environment: str, name: str) -> str | None:
+    """Why environment folder `environment` (named `name`) hides the repository's own package,
+    or None: an environment holding the package itself (pip installed, not editable) comes
+    first on sys.path, so the model's edits would never be imported."""
+    plan = install_plan(files, digest)
+    for top in (plan or {}).get("top_level") or []:
+        if os.path.isdir(os.path.join(environment, top)) or os.path.isfile(os.path.join(environment, top + ".py")):
+            return (f"field `environment`: environment {name!r} holds the repository's own package "
+                    f"{top!r}, which is imported before the repository's copy (edits would not count); "
+                    f"build it from the project's dependencies only")
+    return None
+
+
 def install_mounts(files: dict[str, str], digest: str | None = None) -> list[list[str]]:
     """[[site folder, SITE_MOUNT]] for a snapshot that declares a package, else []: what every
     call of its task mounts (repo.py `_request`)."""

@@ -71,6 +71,21 @@ def test_the_plan_follows_what_each_project_declares():
     assert install_plan({"calc/ops.py": OPS}) is None  # nothing declared: nothing to install
 
 
+def test_an_environment_holding_the_package_itself_is_refused(environments):
+    import shutil
+    shadowed = environments / "shadowed"
+    (shadowed / "acme_calc").mkdir(parents=True)
+    (shadowed / "acme_calc" / "__init__.py").write_text("")
+    try:
+        problems = get_domain("repo").validate_task(layout_task("src", environment="shadowed"))
+    finally:
+        shutil.rmtree(shadowed)
+    assert problems == ["field `environment`: environment 'shadowed' holds the repository's own package "
+                        "'acme_calc', which is imported before the repository's copy (edits would not "
+                        "count); build it from the project's dependencies only"]
+    assert get_domain("repo").validate_task(layout_task("src")) == []
+
+
 @pytest.mark.parametrize("name", ["src"])
 def test_a_src_layout_scores_gold_one_and_empty_zero(environments, repo_sandbox, name):
     task = layout_task(name)
