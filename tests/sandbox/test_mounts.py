@@ -9,7 +9,7 @@ import tempfile
 import pytest
 
 from flywheel.sandbox import ExecRequest, SandboxError, get_backend
-from flywheel.sandbox.backends.remote import RemoteBackend
+from tests.sandbox.unsupported import assert_refused_where_unsupported
 
 DEST = "/opt/flywheel-env"
 PROBE = ("import os\n"
@@ -79,14 +79,7 @@ def test_a_missing_or_unreachable_host_dir_is_an_environment_error():
 
 
 def test_backends_that_cannot_mount_refuse(env_dir):
-    request = ExecRequest({}, ("true",), mounts=((env_dir, DEST),))
-    remote = RemoteBackend.__new__(RemoteBackend)  # no service needed: it refuses before calling
-    remote.name = "remote"
-    with pytest.raises(SandboxError, match="mounts are not supported by the 'remote'"):
-        remote.run(request)
-    with get_backend("unsafe-subprocess") as backend:
-        with pytest.raises(SandboxError, match="mounts are not supported by the 'unsafe-subprocess'"):
-            backend.run(request)
+    assert_refused_where_unsupported(ExecRequest({}, ("true",), mounts=((env_dir, DEST),)), "mounts")
 
 
 def test_docker_mount(docker_daemon, env_dir):

@@ -14,8 +14,8 @@ import tarfile
 import pytest
 
 from flywheel.sandbox import ExecRequest, SandboxError, get_backend
-from flywheel.sandbox.backends.remote import RemoteBackend
 from flywheel.sandbox.docker_image import IMAGE, rootfs_tar
+from tests.sandbox.unsupported import assert_refused_where_unsupported
 
 MARKED = "flywheel-test/marked:1"       # a marker file, a module in site-packages, a label
 PROBED = "flywheel-test/probed:1"       # no label: /usr/local/bin/python3 is found first
@@ -79,6 +79,13 @@ def run(backend, code: str, image: str | None = None):
     return backend.run(ExecRequest({"main.py": code}, ("python", "main.py"), image=image))
 
 
+def lines_of(backend, code: str, image: str) -> list[str]:
+    """The lines `code` prints in `image`, once it has exited 0."""
+    result = run(backend, code, image)
+    assert result.exit_code == 0, result
+    return result.stdout.splitlines()
+
+
 WHERE = ("import os, sys\n"
          "print(os.path.exists('/etc/flywheel-marker'), sys.executable)\n")
 
@@ -105,9 +112,7 @@ def test_site_packages_of_the_image_serve_the_command_and_its_children(images):
             "print(flywheel_marked.WHERE, flywheel_marked.__file__)\n"
             "child = [sys.executable, '-I', '-B', '-c', 'import flywheel_marked; print(flywheel_marked.WHERE)']\n"
             "print(subprocess.run(child, capture_output=True, text=True).stdout.strip())\n")
-    result = run(backend, code, MARKED)
-    assert result.exit_code == 0, result.stderr
-    assert result.stdout.splitlines() == [f"site-packages {SITE}/flywheel_marked.py", "site-packages"]
+    assert lines_of(backend, code, MARKED) == [f"site-packages {SITE}/flywheel_marked.py", "site-packages"]
     # the work dir still shadows nothing: a module the code writes is not importable by name
     shadow = backend.run(ExecRequest({"main.py": "import flywheel_marked; print(flywheel_marked.WHERE)",
                                       "flywheel_marked.py": "WHERE = 'work dir'\n"},
@@ -135,10 +140,8 @@ def test_the_custom_image_is_as_locked_down(images):
             "    print('connected')\n"
             "except OSError:\n"
             "    print('no network')\n")
-    result = run(backend, code, MARKED)
-    assert result.exit_code == 0, result.stderr
-    assert result.stdout.splitlines() == ["65534 ['0000000000000000', '1']", "['lo']",
-                                          "ro", "refused 30", "no network"], result
+    assert lines_of(backend, code, MARKED) == ["65534 ['0000000000000000', '1']", "['lo']",
+                                               "ro", "refused 30", "no network"]
 
 
 def test_a_missing_image_is_an_environment_error_naming_it(images):
@@ -169,13 +172,7 @@ def test_good_image_names():
 
 def test_backends_that_cannot_run_an_image_refuse_and_local_ignores_it():
     request = ExecRequest({}, ("python", "-c", "print(1)"), image="flywheel-env/x")
-    remote = RemoteBackend.__new__(RemoteBackend)  # no service needed: it refuses before calling
-    remote.name = "remote"
-    with pytest.raises(SandboxError, match="images are not supported by the 'remote'"):
-        remote.run(request)
-    with get_backend("unsafe-subprocess") as backend:
-        with pytest.raises(SandboxError, match="images are not supported by the 'unsafe-subprocess'"):
-            backend.run(request)
+    assert_refused_where_unsupported(request, "images")
     try:
         local = get_backend("local", warm=False)
     except SandboxError as e:
