@@ -43,3 +43,29 @@ def test_a_run_without_episodes_draws_no_panel(tmp_path):
     (tmp_path / "iterations" / "2").mkdir()
     (tmp_path / "iterations" / "2" / "_COMMITTED").write_text("")  # an empty marker
     assert episode_timing_plot(str(tmp_path)) is None
+
+
+@pytest.mark.slow  # a real Beam rollout with episodes
+def test_a_rollout_with_episodes_draws_its_own_numbers(tmp_path):
+    """The loop's own roll_out (a real rollout of tiny-policy episodes on the local sandbox) gives
+    the commit marker its counters; the HTML page draws the panel from them, with real figures."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from flywheel.domains.episode_settings import EpisodeSettings
+    from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+    from flywheel.loop.iteration import roll_out
+    from flywheel.loop.layout import RunLayout
+    from flywheel.reports.html import render_report
+    config = RunConfig(seed=3, policy=PolicySpec(), episode=EpisodeSettings(max_turns=2),
+                       rollout=RolloutSettings(domains=("fix_function",), tasks_per_domain=2,
+                                               heldout_per_domain=0, n_samples=2))
+    layout = RunLayout(str(tmp_path / "run"))
+    marker = roll_out(config, layout, {"run_id": "r"}, 0, None, PipelineOptions([]), lambda *_: None)
+    layout.write_json(layout.commit_marker(0), marker)
+    timing = episode_timing(layout.root)[0]
+    assert timing["episodes"] == 4 and timing["batches"] >= 1 and timing["batch_size"] >= 1
+    assert timing["sampling"] > 0 and timing["tools"] > 0, timing
+    page, plots = render_report(layout.root)
+    panel = next(p for p in plots if p.title == "Episode time")
+    assert "Iteration 0: 4 episodes" in panel.caption and "The bottleneck: the " in panel.caption
+    assert '<img alt="Episode time"' in page
