@@ -1,11 +1,8 @@
 """The iteration loop end to end: commit markers, resume after kill -9, reproducibility."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -16,6 +13,7 @@ from flywheel.reports.sql import query
 from flywheel.schemas import SCHEMA_VERSION
 from flywheel.policy.checkpoint import load_checkpoint
 
+from tests.killed_run import kill_while_iteration_1_writes
 from tests.run_configs import tiny_config
 
 pytestmark = pytest.mark.slow  # full runs: `python -m pytest -m 'not slow'` skips them
@@ -80,19 +78,7 @@ def test_kill_9_mid_iteration_then_resume_loses_and_duplicates_nothing(tmp_path)
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", str(run_dir),
            "--iterations", "3", *TINY_FLAGS]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    layout = RunLayout(str(run_dir))
-    deadline = time.time() + 240
-    # wait until iteration 0 is committed and iteration 1 has begun writing
-    while time.time() < deadline and proc.poll() is None:
-        if layout.committed_iterations() == [0] and (run_dir / "tables" / "trajectories" / "iteration=1").exists():
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert layout.committed_iterations() == [0]
+    layout = kill_while_iteration_1_writes(cmd, run_dir, within_s=240)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "resuming at iteration 1" in done.stdout

@@ -49,30 +49,16 @@ def test_kill_9_then_resume_with_an_hf_policy(tiny_model_dir, tmp_path):
     """Killed while iteration 1 writes its tables, the run resumes there; no row is lost or
     duplicated, and the resumed run's HF checkpoints load and score iteration 2's rows as their
     sampler did."""
-    import os
-    import signal
     import sys
-    import time
 
-    from flywheel.loop.layout import RunLayout
+    from tests.killed_run import kill_while_iteration_1_writes
 
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "flywheel.cli.main", "run", "--run-dir", str(run),
            "--policy", "hf", "--model", str(tiny_model_dir), "--iterations", "3",
            "--domains", "add,interval", "--tasks-per-domain", "4", "--heldout-per-domain", "2",
            "--n-samples", "4", "--warm-start-max-steps", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    layout = RunLayout(str(run))
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if layout.committed_iterations() == [0] and (run / "tables" / "trajectories" / "iteration=1").exists():
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert layout.committed_iterations() == [0]
+    layout = kill_while_iteration_1_writes(cmd, run, within_s=300)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert layout.committed_iterations() == [0, 1, 2]
