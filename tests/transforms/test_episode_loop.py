@@ -113,10 +113,10 @@ SUBMIT = {"name": "submit", "arguments": {"answer": "done"}}
 
 
 def test_an_ended_episode_leaves_before_a_slow_sibling(tmp_path):
-    """Five scripted shell episodes in one batch: `slow` sleeps in its first call; the four others
-    take three turns each and are emitted, in the order they end, before it."""
+    """Five scripted shell episodes in one batch: `slow` sleeps in its first two calls; the four
+    others take three quick turns each and are emitted, in the order they end, before it."""
     fast = [f"fast{i}" for i in range(4)]
-    path = script(tmp_path / "s.jsonl", {"slow": [shell("sleep 1; echo slept"), SUBMIT],
+    path = script(tmp_path / "s.jsonl", {"slow": [shell("sleep 1"), shell("sleep 1; echo slept"), SUBMIT],
                                          **{n: [shell("echo a"), shell("cat x.txt"), SUBMIT] for n in fast}})
     settings = EpisodeSettings(max_turns=5, concurrency=8)
     handler = PolicyModelHandler(None, backend="scripted", options={"script": path})
@@ -129,8 +129,8 @@ def test_an_ended_episode_leaves_before_a_slow_sibling(tmp_path):
     assert [a.task_id for a in emitted][-1] == "shell-slow"
     assert sorted(a.task_id for a in emitted[:-1]) == [f"shell-{n}" for n in fast]
     assert all(a.episode.end == "submitted" for a in emitted)
-    assert [len(a.turns) for a in emitted] == [3, 3, 3, 3, 2]
-    assert "slept" in emitted[-1].turns[0]["observation"]
+    assert [len(a.turns) for a in emitted] == [3, 3, 3, 3, 3]
+    assert "slept" in emitted[-1].turns[1]["observation"]
 
 
 @pytest.mark.slow  # 2 x 200 sandbox calls
