@@ -15,6 +15,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +27,9 @@ from flywheel.domains.tools import ToolCall, render_call
 from flywheel.families.repository.unified_diff import make_diff
 from flywheel.sandbox import get_backend
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "families" / "repository"))
+TESTS_DIR = Path(__file__).resolve().parents[1] / "tests" / "families"
+sys.path[:0] = [str(TESTS_DIR / "repository"), str(TESTS_DIR)]
+from conftest import copy_packages  # noqa: E402  pytest laid out as `flywheel env build` lays it
 from test_visible_pytest import TESTS  # noqa: E402  the 16-test module
 
 OPS = "def total(xs):\n    s = 0\n    for x in xs:\n        s -= x\n    return s\n"
@@ -49,6 +52,16 @@ def median_ms(fn, rounds):
     return statistics.median(times)
 
 
+def plain_pytest(task_) -> None:
+    """`python -m pytest -q` on the task's files in a folder of its own: the baseline."""
+    with tempfile.TemporaryDirectory() as folder:
+        for rel, text in task_["repo"]["files"].items():
+            os.makedirs(os.path.dirname(os.path.join(folder, rel)), exist_ok=True)
+            Path(folder, rel).write_text(text)
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                       cwd=folder, capture_output=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=10)
@@ -57,22 +70,30 @@ def main() -> None:
     plain = task(FILES)
     declared = task({**FILES, "pyproject.toml": '[project]\nname = "calc"\nversion = "1.0"\n'})
     diff = make_diff(FILES, {"calc/ops.py": OPS.replace("-=", "+=")})
-    shown = task({**FILES, "tests/test_calc.py": TESTS}, visible_tests=["tests/test_calc.py"])
+    shown = task({**FILES, "tests/test_calc.py": TESTS}, visible_tests=["tests/test_calc.py"],
+                 environment="pytest-env")
     call = render_call(ToolCall("run_visible_tests", {}))
     with get_backend("local") as sandbox:
         rows = [("score, no packaging declared", median_ms(lambda: domain.run(sandbox, plain, diff), rounds)),
                 ("score, pyproject.toml (install + import probe)",
                  median_ms(lambda: domain.run(sandbox, declared, diff), rounds)),
                 ("run_visible_tests, 16 tests through pytest",
-                 median_ms(lambda: domain.step(shown, domain.start_state(shown), call, ToolRunner(sandbox)), rounds))]
+                 median_ms(lambda: domain.step(shown, domain.start_state(shown), call, ToolRunner(sandbox)), rounds)),
+                ("plain pytest on the same module (no sandbox)", median_ms(lambda: plain_pytest(shown), rounds))]
     for name, ms in rows:
         print(f"{name:<52} {ms:8.1f} ms (median of {rounds})")
 
 
 if __name__ == "__main__":
     root = tempfile.mkdtemp(prefix="flywheel-bench-cache-")
-    os.chmod(root, 0o755)
-    os.environ.setdefault("FLYWHEEL_SNAPSHOT_CACHE", root)
+    os.environ.setdefault("FLYWHEEL_SNAPSHOT_CACHE", os.path.join(root, "cache"))
+    os.environ["FLYWHEEL_ENVIRONMENTS"] = os.path.join(root, "envs")  # one with pytest, under /tmp
+    os.makedirs(os.path.join(root, "envs", "pytest-env"))
+    copy_packages(Path(root) / "envs" / "pytest-env")
+    for here, _, names in os.walk(root):  # the sandbox's uid reads it
+        os.chmod(here, 0o755)
+        for name in names:
+            os.chmod(os.path.join(here, name), 0o644)
     try:
         main()
     finally:

@@ -84,7 +84,7 @@ def argv(pytest_run, targets):
     """pytest's command line: the trusted run's configuration (pytest_run.py), short tracebacks."""
     root = PRISTINE_TREE if os.path.isdir(PRISTINE_TREE) else h.REPO
     args = ["-c", os.devnull, "--rootdir", h.REPO, "--confcutdir", h.REPO, "-p", "no:cacheprovider",
-            "-o", "addopts=", "-q", "--tb=short", "--no-header", "--no-summary", "-p", "no:pastebin"]
+            "-o", "addopts=", "-q", "-rN", "--tb=short", "-p", "no:pastebin"]
     for key, value in sorted(pytest_run.pristine_config(root).items()):
         if key in pytest_run.PATH_KEYS:  # the pristine tree's paths, as this tree's
             value = value.replace(root, h.REPO)
