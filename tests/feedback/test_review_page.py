@@ -10,8 +10,6 @@ import base64
 import json
 import os
 import threading
-import urllib.error
-import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from flywheel.feedback.review_page import ReviewServer
 from flywheel.feedback.review_reviewers import REGISTRY, add_reviewer
 from flywheel.schemas import read_table
 from flywheel.schemas.write import write_partitioned
+from tests.http_call import http_call
 
 HOSTILE = ('<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
            '</pre><b>bold?</b> & "quotes"')
@@ -57,20 +56,11 @@ def server(run_dir):
 
 
 def call(server, path, body=None, token="secret-token", method=None):
-    """(status, JSON reply) of one request to `server`."""
-    base = server.base_url
-    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    request = urllib.request.Request(base + path, data=data, method=method)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            raw = reply.read()
-            return reply.status, json.loads(raw) if path != "/" and "/?" not in path else raw.decode()
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+    """(status, JSON reply; the page's HTML for `/`) of one request to `server`."""
+    status, _, raw = http_call(server.base_url + path, body, token, method)
+    if status >= 400:
+        return status, json.loads(raw or b"{}")
+    return status, json.loads(raw) if path != "/" and "/?" not in path else raw.decode()
 
 
 def stored_reviews(run_dir):

@@ -7,8 +7,6 @@ import importlib.util
 import json
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 import torch
@@ -20,6 +18,7 @@ from flywheel.feedback.serve_recorder import RecorderClosed, TableRecorder
 from flywheel.web.service_limits import ServiceLimits
 from flywheel.schemas import read_table
 from flywheel.policy.rollout_engine import engine_for
+from tests.http_call import http_call
 
 TOKEN = "test-token-123"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
@@ -43,18 +42,10 @@ def serving(served, record_dir, tokens={"default": TOKEN}, flush_rows=1000, flus
 
 
 def call(server, path, body=None, token=TOKEN, method=None, raw: bytes | None = None):
-    """(status, headers, JSON body) of one request."""
-    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(server.url + path, data=data, method=method)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            return reply.status, reply.headers, json.loads(reply.read())
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, json.loads(e.read())
+    """(status, headers, JSON body) of one request (`raw`: these bytes as the body)."""
+    status, headers, reply = http_call(server.url + path, raw if raw is not None else body, token,
+                                       method, timeout=60)
+    return status, headers, json.loads(reply)
 
 
 def chat(server, **fields):
