@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import apache_beam as beam
+
 from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.episodes import BUDGET, FAILED, MAX_TURNS, EpisodeState, Step, turns_for
 from flywheel.domains.registry import get_domain
@@ -38,12 +40,18 @@ from flywheel.sandbox import SandboxError
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.context_strategies import (CONTEXTS, SummaryCall, new_segment, reserve,
                                                      summary_call)
-from flywheel.transforms.errors import count, error_row, now
+from flywheel.transforms.errors import error_row, now
 from flywheel.transforms.generate import fit_prompt
 
 if TYPE_CHECKING:
     from flywheel.policy.policy import Policy
     from flywheel.policy.rollout_engine import RolloutEngine
+
+
+def count(name: str, n: int = 1) -> None:
+    """The episode counters (flywheel/<name>: tool_calls, episodes_<end>, ...), Beam metrics of
+    the stage whose thread takes the turn (RunEpisodes lends its loops the DoFn's metrics)."""
+    beam.metrics.Metrics.counter("flywheel", name).inc(n)
 
 
 def start_episode(attempt: Attempt, settings: EpisodeSettings, stages: int | None = None) -> Attempt:
