@@ -17,7 +17,7 @@ import pytest
 
 from flywheel.sandbox import ExecRequest, SandboxError, get_backend
 from tests.run_configs import tiny_config
-from tests.sandbox_service_process import start_service
+from tests.sandbox_service_process import services
 
 
 @pytest.fixture(scope="session")
@@ -38,22 +38,16 @@ def docker_daemon(tmp_path_factory):
 def sandbox_service(tmp_path_factory):
     """start(capacity=2, token="...", options="") -> (process, url): a real `flywheel sandbox
     serve` of the local backend on 127.0.0.1, stopped (SIGKILL) at the end of the session."""
-    started = []
+    with services() as serve:
+        def start(capacity: int = 2, token: str | None = "test-token", options: str = ""):
+            flags = ["--capacity", str(capacity), "--sandbox-options", options]
+            if token is not None:
+                token_file = tmp_path_factory.mktemp("token") / "token"
+                token_file.write_text(token)
+                flags += ["--token-file", str(token_file)]
+            return serve(*flags)
 
-    def start(capacity: int = 2, token: str | None = "test-token", options: str = ""):
-        flags = ["--capacity", str(capacity), "--sandbox-options", options]
-        if token is not None:
-            token_file = tmp_path_factory.mktemp("token") / "token"
-            token_file.write_text(token)
-            flags += ["--token-file", str(token_file)]
-        proc, url = start_service(*flags)
-        started.append(proc)
-        return proc, url
-
-    yield start
-    for proc in started:
-        proc.kill()
-        proc.wait()
+        yield start
 
 
 @pytest.fixture(scope="session")

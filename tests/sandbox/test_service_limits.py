@@ -25,7 +25,7 @@ import pytest
 from flywheel.sandbox import ExecRequest, SandboxError, get_backend
 from flywheel.web.service_limits import MAX_BODY
 from flywheel.web.service_token import check_exposure, is_loopback, read_token
-from tests.sandbox_service_process import SERVE, start_service
+from tests.sandbox_service_process import SERVE, services
 
 TOKEN = "test-token"
 AUTH = f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"  # what the remote client sends
@@ -36,20 +36,15 @@ PRINT = ExecRequest({"m.py": "print(6 * 7)"}, ("python", "m.py"))
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
     """serve(*flags) -> port of a real `flywheel sandbox serve` (token TOKEN), killed at the end."""
-    started = []
     token_file = tmp_path_factory.mktemp("token") / "token"
     token_file.write_text(TOKEN + "\n")
+    with services() as started:
+        def start(*flags: str) -> int:
+            _, url = started("--token-file", str(token_file),
+                             "--allowed-host", "x", *flags)  # the raw requests say Host: x
+            return int(url.rsplit(":", 1)[1])
 
-    def start(*flags: str) -> int:
-        proc, url = start_service("--token-file", str(token_file),
-                                  "--allowed-host", "x", *flags)  # the raw requests say Host: x
-        started.append(proc)
-        return int(url.rsplit(":", 1)[1])
-
-    yield start
-    for proc in started:
-        proc.kill()
-        proc.wait()
+        yield start
 
 
 @pytest.fixture(scope="module")
