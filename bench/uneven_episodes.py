@@ -9,7 +9,8 @@
 each turn, so each sleeps at turns*slow/episodes turns) call `run_shell` with `sleep --sleep`.
 The batch runs through the rollout pipeline (pipelines/rollout.py's `run_rollout`, the
 DirectRunner in memory: whatever episode stage the checkout has) with the sleeps and without, in
-alternating order, and the wall time of each is printed with the difference. Episodes that run
+alternating order, each in a process of its own after an untimed warm-up, and the wall time of
+each is printed with the difference and the sleeps that ran. Episodes that run
 free pay about turns*slow/episodes sleeps each, overlapped; stages in lockstep pay one sleep per
 turn, `turns` sleeps in all.
 
@@ -102,28 +103,43 @@ def batch_seconds(script: str, n: int, turns: int, seed: int, extra: list[str]) 
     ends: dict[str, int] = {}
     for r in rows:
         ends[f"{r['episode_end']}@{len(r['turns'])}"] = ends.get(f"{r['episode_end']}@{len(r['turns'])}", 0) + 1
+    # the sleeps that really ran (a check on the script's replay): shell calls that exited 0
+    ends["sleeps run"] = sum((t["observation"] or "").startswith("$ sleep") and "[exit 0]" in
+                             (t["observation"] or "") for r in rows for t in r["turns"])
     return seconds, ends
 
 
-def measure(args) -> dict:
-    """This interpreter's figures: seconds without and with the sleeps, per round."""
+def one_batch(args) -> dict:
+    """One timed batch (`args.one`: with or without the sleeps) after an untimed warm-up (imports,
+    Beam's first pipeline, the sandbox's first pool) on the same script: its seconds and ends."""
     folder = tempfile.mkdtemp(prefix="bench-uneven-")
-    scripts = {}
-    for label, sleep in (("without sleeps", 0.0), ("with sleeps", args.sleep)):
-        scripts[label] = os.path.join(folder, label.replace(" ", "_") + ".jsonl")
-        write_script(scripts[label], args.episodes, args.turns, args.slow, sleep, args.seed)
-    warm = os.path.join(folder, "warm_up.jsonl")  # imports, the first pool: paid once, untimed
-    write_script(warm, 1, 2, 0, 0.0, args.seed)
-    batch_seconds(warm, 1, 2, args.seed, args.episode)
-    out: dict = {"seconds": {label: [] for label in scripts}, "ends": {}}
-    for r in range(args.rounds):
-        for label in (list(scripts) if r % 2 == 0 else list(scripts)[::-1]):
-            seconds, ends = batch_seconds(scripts[label], args.episodes, args.turns, args.seed,
-                                          args.episode)
-            out["seconds"][label].append(seconds)
-            out["ends"][label] = ends
+    script = os.path.join(folder, "script.jsonl")
+    write_script(script, args.episodes, args.turns, args.slow,
+                 args.sleep if args.one == "with sleeps" else 0.0, args.seed)
+    batch_seconds(script, 1, 2, args.seed, args.episode)
+    seconds, ends = batch_seconds(script, args.episodes, args.turns, args.seed, args.episode)
     import flywheel.pipelines
-    out["code"] = list(flywheel.pipelines.__path__)[0]
+    return {"seconds": seconds, "ends": ends, "code": list(flywheel.pipelines.__path__)[0]}
+
+
+def measure(args, python: str = sys.executable) -> dict:
+    """`python`'s figures: seconds without and with the sleeps, per round (alternating order),
+    each batch in a process of its own. (One process per batch: a worker keeps its engine while
+    the weights' digest stays the same, and a scripted policy's digest does not name its script,
+    so a second script in the same process would replay the first.)"""
+    out: dict = {"seconds": {"without sleeps": [], "with sleeps": []}, "ends": {}}
+    for r in range(args.rounds):
+        for label in (list(out["seconds"]) if r % 2 == 0 else list(out["seconds"])[::-1]):
+            done = subprocess.run(
+                [python, os.path.abspath(__file__), "--one", label, "--episodes", str(args.episodes),
+                 "--turns", str(args.turns), "--slow", str(args.slow), "--sleep", str(args.sleep),
+                 "--seed", str(args.seed), *(f"--episode={e}" for e in args.episode)],
+                capture_output=True, text=True, cwd=tempfile.gettempdir())
+            if done.returncode:
+                sys.exit(f"{python} failed:\n{done.stderr[-3000:]}")
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            out["seconds"][label].append(result["seconds"])
+            out["ends"][label], out["code"] = result["ends"], result["code"]
     return out
 
 
@@ -131,17 +147,11 @@ def compare(args) -> None:
     """Each --python runs `measure` in a child, in alternating order each round; side by side."""
     pythons = [p.split("=", 1) for p in args.python]
     results: dict[str, list[dict]] = {label: [] for label, _ in pythons}
-    child = ["--episodes", str(args.episodes), "--turns", str(args.turns), "--slow", str(args.slow),
-             "--sleep", str(args.sleep), "--seed", str(args.seed), "--rounds", "1", "--json",
-             *(f"--episode={e}" for e in args.episode)]
     load = os.getloadavg()
+    single = argparse.Namespace(**{**vars(args), "rounds": 1})
     for r in range(args.rounds):
         for label, python in (pythons if r % 2 == 0 else pythons[::-1]):
-            done = subprocess.run([python, os.path.abspath(__file__), *child], capture_output=True,
-                                  text=True, cwd=tempfile.gettempdir())
-            if done.returncode:
-                sys.exit(f"{label} ({python}) failed:\n{done.stderr[-3000:]}")
-            results[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            results[label].append(measure(single, python))
     print(f"{args.episodes} {DOMAIN_NAME} episodes x {args.turns} turns; at each turn {args.slow} of "
           f"them sleep {args.sleep:g} s in run_shell (a different {args.slow} each turn, "
           f"{args.turns * args.slow / args.episodes:g} sleeps per episode), the rest read; seed "
@@ -177,15 +187,15 @@ def main() -> None:
                         help="an [episode] setting, where this checkout has it")
     parser.add_argument("--python", action="append", default=[], metavar="LABEL=PYTHON",
                         help="run under each interpreter (its venv's checkout), side by side")
-    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--one", choices=("with sleeps", "without sleeps"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.python:
         compare(args)
         return
-    result = measure(args)
-    if args.json:
-        print(json.dumps(result))
+    if args.one:
+        print(json.dumps(one_batch(args)))
         return
+    result = measure(args)
     for label, seconds in result["seconds"].items():
         print(f"{label}: {' '.join(f'{s:.1f}' for s in seconds)} s; ends {result['ends'][label]}")
     print(f"code: {result['code']}")
