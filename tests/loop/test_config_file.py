@@ -174,8 +174,10 @@ def test_the_readme_example_config_is_valid(tmp_path):
     import re
     from pathlib import Path
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    example, = re.findall(r"```toml\n(.*?)```", readme, re.S)
-    file = read_config_file(write(tmp_path, example))
+    first, *others = re.findall(r"```toml\n(.*?)```", readme, re.S)  # run.toml, then snippets
+    for example in others:  # e.g. the [steering] one: each a valid config of its own
+        RunConfig.from_dict(read_config_file(write(tmp_path, example)).values)
+    file = read_config_file(write(tmp_path, first))
     assert file.run_dir == "runs/demo" and RunConfig.from_dict(file.values).iterations == 6
     assert file.beam_args == ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 
