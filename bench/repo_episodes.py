@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -203,8 +205,9 @@ def speed(n: int, turns: int, seed: int, console: Console, workers: tuple[int, .
                               + (" (issue 41 asks >= 1.6)" if w == 2 else ""))
     if solved:
         console.print(f"plain loops, episodes submitted of {n}: {solved}")
-    leases = Table(title="sandbox tallies of each Beam run (its first round; summed over workers)")
-    for column in ("way", *TALLIES):
+    leases = Table(title="sandbox tallies of each Beam run (its first round; counters "
+                         "sandbox_*, summed over workers)")
+    for column in ("way", *TALLIES.values()):
         leases.add_column(column, justify="right")
     for way, found in tallies.items():
         leases.add_row(way, *(f"{found.get(t, 0):,.0f}" for t in TALLIES))
@@ -216,8 +219,9 @@ def speed(n: int, turns: int, seed: int, console: Console, workers: tuple[int, .
     transform_counts(seed, script, console)
 
 
-TALLIES = ("sandbox_uid_leases", "sandbox_uid_wait_ms", "sandbox_uids_held_peak",
-           "sandbox_servers_started", "sandbox_pools_opened")
+TALLIES = {"sandbox_uid_leases": "uid leases", "sandbox_uid_wait_ms": "ms waited for a uid",
+           "sandbox_uids_held_peak": "uids held (peak)", "sandbox_servers_started": "servers started",
+           "sandbox_pools_opened": "pools opened"}
 
 
 def sandbox_tallies(result) -> dict[str, float]:
@@ -379,7 +383,8 @@ def main() -> None:
     parser.add_argument("--one-at-a-time", action="store_true",
                         help="speed: also time episodes one at a time in a plain loop")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=max(120, shutil.get_terminal_size().columns))
+    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
     if args.part in ("cost", "all"):
         cost(args.tasks, args.turns, args.seed, console)
     if args.part in ("speed", "all"):
