@@ -86,6 +86,8 @@ def read_sdist(pair: Pair, version: str) -> dict[str, str]:
                 continue
             if not (path in KEEP_FILES or any(path.startswith(k.rstrip("/") + "/") for k in pair.keep)):
                 continue
+            if path.endswith(pair.skip) and not under(path, pair.source):
+                continue
             data = tar.extractfile(member).read()
             try:
                 files[path] = data.decode("utf-8")
@@ -134,7 +136,8 @@ def pytest_outcomes(files: dict[str, str], pair: Pair, env: str, tests: list[str
         # the tree's own pytest configuration, less addopts: as the trusted run takes it
         done = subprocess.run([sys.executable, "-m", "pytest", "-p", "outcomes_plugin", "-q",
                                "-p", "no:cacheprovider", "--rootdir", repo, "-o", "addopts=", *tests],
-                              cwd=repo, env=run_env, capture_output=True, text=True, timeout=900)
+                              cwd=repo, env=run_env, capture_output=True, text=True, errors="replace",
+                              timeout=900)
         if not os.path.exists(out):
             raise RuntimeError(f"pytest did not finish:\n{(done.stdout + done.stderr)[-3000:]}")
         with open(out) as f:
@@ -165,6 +168,16 @@ def build_env(target: str, name: str) -> str:
     return target
 
 
+def swebench_ids(outcomes: dict[str, str]) -> dict[str, str]:
+    """The outcomes by id as SWE-bench's log parser reads them: an id cut at its first blank
+    (a parametrization holding a space), one outcome per cut id (passed only if all passed)."""
+    cut = {}
+    for node, outcome in outcomes.items():
+        key = node.split(" ", 1)[0]
+        cut[key] = outcome if cut.get(key, outcome) == outcome else "failed"
+    return cut
+
+
 def build_row(pair: Pair, env: str) -> tuple[dict, dict[str, str]]:
     old, new = read_sdist(pair, pair.old), read_sdist(pair, pair.new)
     patch = diff(old, new, pair.source, exclude=pair.tests)
@@ -174,9 +187,11 @@ def build_row(pair: Pair, env: str) -> tuple[dict, dict[str, str]]:
     tested = overlay(old, new, pair.tests)
     fixed = overlay(tested, {p: t for p, t in new.items() if not under(p, pair.tests)},
                     [p for p in set(old) | set(new) if under(p, pair.source) and not under(p, pair.tests)])
-    test_files = [p for p in pair.tests if p in tested and os.path.basename(p).startswith("test")]
+    test_files = list(pair.run) or [p for p in pair.tests if p in tested
+                                    and os.path.basename(p).startswith("test")]
     before = pytest_outcomes(tested, pair, env, test_files)
     after = pytest_outcomes(fixed, pair, env, test_files)
+    before, after = swebench_ids(before), swebench_ids(after)
     ok = ("passed", "xfailed")
     fail_to_pass = sorted(n for n, o in after.items() if o in ok and before.get(n) not in ok)
     pass_to_pass = sorted(n for n, o in after.items() if o in ok and before.get(n) in ok

@@ -2,6 +2,56 @@
 go wrong or asked for, never how it was fixed (SWE-bench's problem_statement)."""
 
 STATEMENTS = {
+    "pyparsing__pyparsing-3.0.7": """\
+delimited_list changes its expression in place; WordStart/WordEnd, White and QuotedString bugs
+
+- `delimited_list(expr)` modifies `expr` in place (it streamlines it), so using the same
+  expression elsewhere afterwards behaves differently (#345).
+- `WordStart`/`WordEnd` given a string of word characters ignore it and use the default (#346).
+- `White` expressions can fail to match because of unintended whitespace skipping (#350).
+- `QuotedString` with regex-significant characters (., *, ?, [, ]) in its quote characters does
+  not match correctly (#355).
+- `ParserElement.run_tests` shows comments with line numbers when `with_line_numbers` is set.
+- Please also add optional `min` and `max` arguments to `delimited_list`.
+""",
+    "pyparsing__pyparsing-3.0.8": """\
+infix_notation suppresses custom lpar/rpar; slow import
+
+- `infix_notation(..., lpar=..., rpar=...)` suppresses the given parenthesis expressions even
+  when they are parse expressions the user wants in the results: given expressions (not plain
+  strings) must not be suppressed.
+- Importing pyparsing is slow because regex patterns are compiled at import (#362).
+- Arithmetic and logical operator methods of `ParserElement` lack type hints, and catching regex
+  compile errors relies on the deprecated `sre_constants` module.
+""",
+    "more-itertools__more-itertools-10.0.0": """\
+batched should yield tuples; new combinatorics and polynomial functions; iterate and StopIteration
+
+- `batched` and `matmul` yield lists; they should yield tuples, as `itertools.batched` does (on
+  Python 3.12+ `batched` should be that function, without a DeprecationWarning).
+- `iterate(func, start)` should stop when `func` raises StopIteration instead of propagating it.
+- Please add `combination_with_replacement_index`, `nth_combination_with_replacement`,
+  `polynomial_eval`, `polynomial_derivative` and `sum_of_squares`, and a `relative_seek` method
+  on `seekable`.
+""",
+    "more-itertools__more-itertools-10.1.0": """\
+New functions takewhile_inclusive and outer_product; zip_broadcast improvements
+
+Please add `takewhile_inclusive(predicate, iterable)` (like takewhile, but also yields the first
+element for which the predicate is false) and `outer_product(func, xs, ys, *args, **kwargs)`
+(a table of func applied to each pair). `zip_broadcast` should handle its edge cases (e.g.
+strings and bytes treated as scalars, the `strict` argument, all-scalar input).
+""",
+    "pallets__click-8.1.3": """\
+An option with multiple=True and is_flag=True is accepted silently
+
+Declaring `@click.option("--verbose", is_flag=True, multiple=True)` is accepted, but the
+combination does not work as users expect (each use of the flag is not counted, and the value
+is confusing). Creating such an option should fail at definition time with a TypeError that
+explains the combination is not valid and that `count=True` is the way to count repeated flags
+(#2246). Also, `@click.command` and `@click.group` should annotate their callable arguments
+fully (`Callable[..., Any]`) so that strict type checkers accept them (#2255).
+""",
     "pyparsing__pyparsing-3.0.9": """\
 Add a Unicode set for the Basic Multilingual Plane
 
@@ -116,13 +166,6 @@ distinct_permutations fails on non-comparable items; new parameters for several 
   accept `strict`.
 - `seekable.relative_seek` should remember previous relative seeks.
 """,
-    "more-itertools__more-itertools-10.5.0": """\
-all_equal is slow; typing stub misses a symbol
-
-`all_equal` is slower than it needs to be on long inputs (and should keep its behaviour with
-`key`), and a function exported by the package is missing from the `more.pyi` typing stub.
-The recipes should behave as the current itertools documentation's recipes.
-""",
     "more-itertools__more-itertools-10.6.0": """\
 New functions is_prime, nth_prime and loops; factor, spy, polynomial_from_roots, is_sorted issues
 
@@ -198,16 +241,6 @@ striptags does not collapse spaces
 spaces, as documented, but in 2.1.4 spaces left where tags or comments were removed are not
 collapsed (#417).
 """,
-    "python-humanize__humanize-4.9.0": """\
-scientific() and related number formatting edge cases
-""",
-    "pytoolz__toolz-0.12.1": """\
-isiterable gives wrong answers for some objects
-
-`toolz.isiterable` should follow Python's rules: an object with `__iter__` or `__getitem__` is
-iterable, and a class that sets `__iter__ = None` is not iterable even if it defines
-`__getitem__`. Currently such objects are misclassified.
-""",
     "jquast__wcwidth-0.2.13": """\
 Wrong widths for Hangul Jamo vowels and some CJK characters
 
@@ -215,23 +248,5 @@ Wrong widths for Hangul Jamo vowels and some CJK characters
 combine with a preceding Choseong (consonant); `wcswidth("\\u1100\\u1161")` should be 2, with
 the vowel counted as 0. Some characters are also listed both as wide and as zero width (e.g.
 U+302A..U+302D with unicode_version='4.1.0'): zero width should apply to them.
-""",
-    "dateutil__dateutil-2.8.2": """\
-Parser and isoparser bugs; rrule and easter issues
-
-- `isoparser` mishandles some valid ISO 8601 strings (e.g. fractional seconds with a comma or
-  more than 6 digits, and "24:00" edge cases) and accepts some invalid ones.
-- `parser.parse` fails on some inputs with AM/PM and day-of-week combinations, and raises the
-  wrong error type for some invalid input.
-- `rrule` with `byweekno`, and `easter` with an out-of-range method, misbehave.
-- `dateutil.utils.within_delta` and `default_tzinfo` have edge cases to fix.
-""",
-    "kjd__idna-3.5": """\
-Codec and UTS 46 bugs; update to Unicode 15.0.0
-
-- The `idna` codec (`"...".encode("idna2008")`/decode) mishandles empty labels, trailing dots
-  and incremental encoding/decoding.
-- Some UTS 46 mappings are out of date: update the data to Unicode 15.0.0.
-- `intranges_contain` and related helpers have edge cases to fix.
 """,
 }
