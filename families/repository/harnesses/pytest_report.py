@@ -132,6 +132,7 @@ class Recorder:
         self.reports, self.collected, self.functions = {}, [], {}
         self.plugins, self.hooks, self.tampered = [], {}, []
         self.current = None
+        self.wanted = None
 
     def watch(self):
         """What each report is compared with: the watched members, and their cheap fingerprint."""
@@ -169,6 +170,16 @@ class Recorder:
         path = getattr(plugin, "__file__", None)
         if path:
             self.plugins.append(os.path.relpath(os.path.realpath(path)))
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        """Only the tests the checks name run (their files were given whole)."""
+        if self.wanted is None:
+            return
+        keep = [item for item in items if item.nodeid.split("[", 1)[0] in self.wanted]
+        dropped = [item for item in items if item.nodeid.split("[", 1)[0] not in self.wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
 
     def pytest_collection_finish(self, session):
         self.collected = [item.nodeid for item in session.items]
@@ -238,10 +249,12 @@ def main(given, modules):
             pass
     for name, options in (("pytest_runtest_protocol", {"tryfirst": True}),
                           ("pytest_runtest_logreport", {"tryfirst": True}),
-                          ("pytest_sessionfinish", {"trylast": True})):
+                          ("pytest_sessionfinish", {"trylast": True}),
+                          ("pytest_collection_modifyitems", {"trylast": True})):
         pytest.hookimpl(**options)(vars(Recorder)[name])
     sys.path.insert(len(env), os.getcwd())
     recorder = Recorder(send, pytest, args["allowed"], env[0] if env else "")
+    recorder.wanted = set(args["wanted"]) if args.get("wanted") is not None else None
     send({"kind": "loaded"})
     code = pytest.main(args["argv"], plugins=[recorder])
     return int(code)

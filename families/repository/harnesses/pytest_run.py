@@ -16,8 +16,8 @@ the grading of what the child's signed record says.
   as PASSED or XFAIL (skipped, missing, XPASS fail: SWE-bench's log parser has no XPASS status);
   a regression (PASS_TO_PASS) check holds as PASSED, XFAIL or SKIPPED. A check id that is not a
   collected node id is matched as SWE-bench's log parser cuts ids (at the first blank), or as a
-  prefix when it ends inside an unclosed `[...]` (a truncated parametrized id); pytest is asked
-  for each id's test function, so every parametrization runs.
+  prefix when it ends inside an unclosed `[...]` (a truncated parametrized id); pytest is given
+  the ids' files and runs each id's test function (every parametrization).
 
 Standard library only.
 """
@@ -107,8 +107,16 @@ def env_plugins(paths):
 
 
 def selection(node_ids):
-    """What pytest is asked to run: each id's test (its parametrizations all), without repeats."""
+    """The tests the ids name: each id's test function (its parametrizations all), no repeats."""
     return list(dict.fromkeys(i.split("[", 1)[0] for i in node_ids))
+
+
+def files_of(node_ids):
+    """What pytest is given: the files of the ids that exist in the tree, as SWE-bench runs the
+    test files (an id naming no test is then missing, never an error that stops the run);
+    the recorder deselects every test `selection` does not name."""
+    files = dict.fromkeys(i.split("::", 1)[0] for i in node_ids)
+    return [f for f in files if os.path.isfile(os.path.join(h.REPO, f))]
 
 
 def child_env():
@@ -128,7 +136,8 @@ def run(node_ids, budget_s, config, allowed):
     channel = h.load_sibling("child_channel")
     code, out, records, forged = channel.run_child(
         h, h.child_modules("child_channel", "pytest_report"), ("pytest_report", "main"),
-        {"argv": [*argv, "--", *selection(node_ids)], "env": h.env_paths(), "allowed": sorted(allowed)},
+        {"argv": [*argv, "--", *files_of(node_ids)], "wanted": selection(node_ids), "env": h.env_paths(),
+         "allowed": sorted(allowed)},
         budget_s, 1500, env=child_env())
     facts = {"pytest_exit": code, "pytest_output": out[-1500:]}
     finals = [r for r in records if r.get("kind") == "final"]
