@@ -58,9 +58,9 @@ class ScriptedPolicy(ModelFree):
     context = 1 << 20
 
     def __init__(self, script: str, default: str = ""):
-        super().__init__()
         self.path, self.default = script, default
         self.script = read_script(script)
+        super().__init__(json.dumps(["scripted", self.script, default], sort_keys=True).encode())
         self._by_head = {}
         for prompt in self.script:
             self._by_head.setdefault(prompt[:64], []).append(prompt)

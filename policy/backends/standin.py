@@ -12,6 +12,8 @@ Byte-level token ids, as the `tiny` backend's.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections.abc import Mapping, Sequence
 
@@ -27,9 +29,15 @@ MODES = ("fixed", "digits")
 
 
 class _Bias(torch.nn.Module):
-    def __init__(self):
+    """The one trainable parameter, and a buffer naming the answering rule (sha256 of `rule`), so
+    that the policy's digest (policy/checkpoint.py: over the state_dict) tells two rules apart:
+    a worker that keeps its engine while the digest holds never answers by a stale rule."""
+
+    def __init__(self, rule: bytes = b""):
         super().__init__()
         self.bias = torch.nn.Parameter(torch.zeros(1))
+        self.register_buffer("rule", torch.tensor(list(hashlib.sha256(rule).digest()),
+                                                  dtype=torch.uint8))
 
 
 class ModelFree(PolicyDefaults):
@@ -45,8 +53,8 @@ class ModelFree(PolicyDefaults):
     encode_response = staticmethod(tokens.encode_response)
     decode = staticmethod(tokens.decode)
 
-    def __init__(self):
-        self.module = _Bias()
+    def __init__(self, rule: bytes = b""):
+        self.module = _Bias(rule)
 
     @staticmethod
     def answers(texts: Sequence[str], max_new_tokens: int) -> list[Sample]:
@@ -78,7 +86,7 @@ class StandinPolicy(ModelFree):
     def __init__(self, mode: str = "digits", response: str = "0"):
         if mode not in MODES:
             raise ValueError(f"standin policy: mode {mode!r} is not one of {MODES}")
-        super().__init__()
+        super().__init__(json.dumps(["standin", mode, str(response)]).encode())
         self.mode, self.response = mode, str(response)
 
     @classmethod

@@ -1,6 +1,8 @@
 """The `standin` policy backend (load tests without a model): seeded answers, logprobs the
 trainer scores the same, a real optimizer step that moves its one parameter, a checkpoint."""
 
+import json
+
 import torch
 
 from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
@@ -35,3 +37,19 @@ def test_a_train_step_moves_it_and_a_checkpoint_keeps_it(tmp_path):
     assert moved != 0.0
     save_checkpoint(str(tmp_path / "ckpt"), policy, None, {"iteration": 0})
     assert load_checkpoint(str(tmp_path / "ckpt")).policy.module.bias.item() == moved
+
+
+def test_the_digest_names_the_answering_rule(tmp_path):
+    """Two scripts (or two standin rules) give two digests, so a worker that keeps its engine
+    while the digest holds never replays another run's script; a saved one loads to the same."""
+    from flywheel.policy.checkpoint import policy_digest
+    scripts = []
+    for n, action in enumerate(("first", "second")):
+        path = tmp_path / f"script{n}.jsonl"
+        path.write_text(json.dumps({"prompt": "p", "actions": [action]}) + "\n")
+        scripts.append(create_policy("scripted", {"script": str(path)}, 0))
+    assert policy_digest(scripts[0]) != policy_digest(scripts[1])
+    assert policy_digest(create_policy("standin", {"mode": "fixed", "response": "1"}, 0)) != \
+        policy_digest(create_policy("standin", {"mode": "fixed", "response": "2"}, 0))
+    save_checkpoint(str(tmp_path / "ck"), scripts[1], None, {})
+    assert load_checkpoint(str(tmp_path / "ck")).digest == policy_digest(scripts[1])
