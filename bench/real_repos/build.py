@@ -134,7 +134,9 @@ def pytest_outcomes(files: dict[str, str], pair: Pair, env: str, tests: list[str
         run_env = {**os.environ, "OUTCOMES_FILE": out, "PYTHONDONTWRITEBYTECODE": "1",
                    "PYTHONPATH": os.pathsep.join([root, env, importable])}
         # the tree's own pytest configuration, less addopts: as the trusted run takes it
-        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "outcomes_plugin", "-q",
+        # -S: only the environment and the tree, as in the sandbox (never this interpreter's
+        # site-packages, which may hold a test dependency the environment lacks)
+        done = subprocess.run([sys.executable, "-S", "-m", "pytest", "-p", "outcomes_plugin", "-q",
                                "-p", "no:cacheprovider", "--rootdir", repo, "-o", "addopts=", *tests],
                               cwd=repo, env=run_env, capture_output=True, text=True, errors="replace",
                               timeout=900)

@@ -83,7 +83,8 @@ PAIRS = [
     _pallets("jinja2", "3.1.3", "3.1.4", tuple(f"tests/{n}" for n in (
         "test_api.py", "test_filters.py", "test_inheritance.py", "test_regression.py")), "2024-05-05"),
     _pallets("jinja2", "3.1.4", "3.1.5", tuple(f"tests/{n}" for n in (
-        "test_api.py", "test_async.py", "test_async_filters.py", "test_compile.py", "test_core_tags.py",
+        # (test_async*.py need trio, which the environment does not hold)
+        "test_api.py", "test_compile.py", "test_core_tags.py",
         "test_filters.py", "test_loader.py", "test_nativetypes.py", "test_regression.py",
         "test_runtime.py", "test_security.py", "test_utils.py")), "2024-12-21"),
     _pallets("markupsafe", "2.1.4", "2.1.5", ("tests/test_markupsafe.py",), "2024-02-02",
