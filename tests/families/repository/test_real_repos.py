@@ -174,6 +174,35 @@ def test_tasks_validate_is_clean(backend, real_envs, capsys, request, monkeypatc
     assert code == 0 and f"{len(ROWS)} valid tasks, 0 problems" in out, out[-3000:]
 
 
+ACTION_CHARS = 60_000  # an action holds at most 64,000 characters
+
+
+def patch_parts(patch: str) -> list[str]:
+    """The gold patch as diffs of at most ACTION_CHARS each: whole files together where they
+    fit, a larger file's hunks in turns under its header (later hunks found at their offset)."""
+    pieces = []
+    for block in re.split(r"(?m)^(?=diff --git )", patch):
+        if not block:
+            continue
+        head, *hunks = re.split(r"(?m)^(?=@@ )", block)
+        if len(block) <= ACTION_CHARS or not hunks:
+            pieces.append(block)
+            continue
+        part = head
+        for hunk in hunks:
+            if len(part) + len(hunk) > ACTION_CHARS and part != head:
+                pieces.append(part)
+                part = head
+            part += hunk
+        pieces.append(part)
+    parts = [""]
+    for piece in pieces:
+        if parts[-1] and len(parts[-1]) + len(piece) > ACTION_CHARS:
+            parts.append("")
+        parts[-1] += piece
+    return parts
+
+
 def golden_actions(task) -> list[str]:
     """read, search, edit, run the tests, submit: the gold patch applied by a scripted episode."""
     path = edited(task["reference_patch"])[0]
@@ -183,11 +212,26 @@ def golden_actions(task) -> list[str]:
     regression = [c["pytest"] for c in task["regression_tests"]][:3]
     calls = [ToolCall("search", {"pattern": re.escape(word), "path": os.path.dirname(path) or "."}),
              ToolCall("read_file", {"path": path, "start": start, "end": start + 40}),
-             ToolCall("apply_patch", {"patch": task["reference_patch"]}),
+             *[ToolCall("apply_patch", {"patch": part}) for part in patch_parts(task["reference_patch"])],
              ToolCall("run_shell", {"command": "python -m pytest -q -p no:cacheprovider "
                                                + " ".join(f"'{n}'" for n in regression)}),
              ToolCall("submit_changes", {})]
     return [render_call(c) for c in calls]
+
+
+NATIVE = ("task_id", "domain", "prompt", "repo", "hidden_tests", "regression_tests", "test_patch",
+          "reference_patch", "environment", "limits")
+
+
+def native_rows(tasks, actions) -> str:
+    """The prepared tasks as native repo rows (their snapshots by digest, from the store the
+    SWE-bench reader filled), each with room for its longest scripted action: the repo domain
+    gives an action 512 tokens and the SWE-bench reader keeps no `max_new_tokens`, so a real
+    gold patch (1 to 82 KB) cannot be written in one action of a SWE-bench row."""
+    return "".join(json.dumps({**{k: t[k] for k in NATIVE if k in t},
+                               "repo": {k: t["repo"][k] for k in ("snapshot", "file_count")},
+                               "max_new_tokens": max(map(len, actions[t["task_id"]])) + 64}) + "\n"
+                   for t in tasks.values())
 
 
 @pytest.mark.slow
@@ -197,14 +241,16 @@ def test_golden_trajectories_solve_every_row_through_flywheel_run(backend, tasks
     from flywheel.loop.layout import RunLayout
     if backend == "docker":
         monkeypatch.setenv("DOCKER_HOST", request.getfixturevalue("docker_daemon").url)
-    script = tmp_path / "script.jsonl"
-    script.write_text("".join(json.dumps({"prompt": t["prompt"], "actions": golden_actions(t)}) + "\n"
-                              for t in tasks.values()))
-    assert cli_main.main(["run", "--run-dir", str(tmp_path / "run"), "--tasks", str(TASKS),
+    actions = {i: golden_actions(t) for i, t in tasks.items()}
+    script, rows = tmp_path / "script.jsonl", tmp_path / "tasks.jsonl"
+    script.write_text("".join(json.dumps({"prompt": t["prompt"], "actions": actions[i]}) + "\n"
+                              for i, t in tasks.items()))
+    rows.write_text(native_rows(tasks, actions))
+    assert cli_main.main(["run", "--run-dir", str(tmp_path / "run"), "--tasks", str(rows),
                           "--policy", "scripted", "--set", f"policy.options=script={script}",
                           "--sandbox", backend, "--iterations", "1", "--n-samples", "1",
                           "--tasks-per-domain", str(len(tasks)), "--heldout-per-domain", "0",
-                          "--max-turns", "6", "--eval-every", "0"]) == 0
-    rows = RunLayout(str(tmp_path / "run")).read_table("trajectories").to_pylist()
-    got = {r["task_id"]: (r["reward_raw"], r["episode_end"]) for r in rows}
+                          "--max-turns", "8", "--eval-every", "0"]) == 0
+    trajectories = RunLayout(str(tmp_path / "run")).read_table("trajectories").to_pylist()
+    got = {r["task_id"]: (r["reward_raw"], r["episode_end"]) for r in trajectories}
     assert got == {i: (1.0, "submitted") for i in tasks}
