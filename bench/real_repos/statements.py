@@ -8,7 +8,11 @@ delimited_list changes its expression in place; WordStart/WordEnd, White and Quo
 - `delimited_list(expr)` modifies `expr` in place (it streamlines it), so using the same
   expression elsewhere afterwards behaves differently (#345).
 - `WordStart`/`WordEnd` given a string of word characters ignore it and use the default (#346).
-- `White` expressions can fail to match because of unintended whitespace skipping (#350).
+- `White` expressions can fail to match because of unintended whitespace skipping, e.g.
+  `White(' \t')("indent") + Word(alphas)("word")` on "    test" (#350).
+- The regular expression `Word` generates for its characters is not compact: runs of
+  consecutive characters should become ranges (`[A-EMNX-Z]+`, `[!-~]+`), and two adjacent
+  characters such as "ab" should stay "ab", not "a-b".
 - `QuotedString` with regex-significant characters (., *, ?, [, ]) in its quote characters does
   not match correctly (#355).
 - `ParserElement.run_tests` shows comments with line numbers when `with_line_numbers` is set.
@@ -99,6 +103,7 @@ Add a Tag element for metadata; PEP8 static method names fail on instances; set_
 3. RDFLib assigns `expr.name = "..."`: the `name` property needs a setter that behaves as
    `set_name`; and `set_name(None)` should clear a defined name and its custom error message.
 4. `trace_parse_action` output should include the exception type.
+5. `copy.deepcopy` of a `ParseResults` does not copy its nested results correctly.
 """,
     "pyparsing__pyparsing-3.2.1": """\
 Missing type annotations on helper functions; regex-based common expressions are slow
@@ -106,8 +111,10 @@ Missing type annotations on helper functions; regex-based common expressions are
 `match_only_at_col`, `replace_with`, `remove_quotes`, `with_attribute` and `with_class` have no
 type annotations (#585), so type checkers cannot check code using them. Also, the expressions
 `cpp_style_comment`, `c_style_comment`, `common.fnumber` and `common.ieee_float` are slow on long
-inputs; their results must stay the same. Internally generated expressions of `infix_notation`
-should have readable names (they show up in error messages and diagrams).
+inputs; their results must stay the same. The expressions `infix_notation` generates internally
+get names that are hard to read in `str()`, error messages and diagrams (for instance
+"Forward: + | - term" for an operator level): they should be named after the operand and the
+operators they handle, and `delimited_list` of such an expression should show that name.
 """,
     "pyparsing__pyparsing-3.2.2": """\
 rest_of_line loops forever at end of input; nested_expr strips whitespace; one_of with regex chars
@@ -230,6 +237,9 @@ Sandbox escape through indirect str.format calls; several runtime and compiler b
   loop behind.
 - `{% set a, b = ... %}` assigning to a namespace attribute fails; `{% set %}` in all branches of
   an `{% if %}` block leaves the variable undefined.
+- `{% set %}` of unpacked loop or block variables compiles to code whose order is not
+  deterministic; importing an undefined name with curly braces in it gives a bad error; the
+  `int` filter fails on huge float strings such as "1e10000" instead of returning the default.
 - Copying or pickling the internal `missing` object, `Environment.overlay(enable_async=...)`,
   the FileSystemLoader/PackageLoader error messages, `urlize` adding "mailto:" to values like
   "@a@b", and tests decorated with `@pass_context` in `|select` misbehave.
