@@ -20,10 +20,17 @@ orders for other batch shapes, so a log-probability may differ in its last bits 
 
 The engine is not thread-safe: only this thread samples, under the worker's `lock` (the one its
 weight loads take), and each result names the digest of the weights that drew it.
+
+An engine with a step loop of its own (vLLM: `enqueue`, `step`; policy/backends/hf/vllm_engine.py)
+is driven step by step instead (`continuous`): a request joins the running engine at its next
+step, while the others generate, rather than waiting for a whole batch to finish; each step takes
+the lock, and `engine_batch_size` then counts the requests running in each step. The engine's own
+counters (vLLM's prompt tokens and prefix-cache hits) come out through `take_counters`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -53,9 +60,15 @@ class BatchingEngine:
     """`engine` behind one generation thread that batches whatever requests are pending."""
 
     def __init__(self, engine: RolloutEngine, lock: threading.Lock | None = None,
-                 max_wait_s: float = MAX_WAIT_S, max_batch: int = 256):
+                 max_wait_s: float = MAX_WAIT_S, max_batch: int = 256,
+                 continuous: bool | None = None):
+        """`continuous`: drive the engine's own step loop (None: whenever it has one)."""
         self.engine, self.lock = engine, lock or threading.Lock()
         self.max_wait_s, self.max_batch = max_wait_s, max(1, max_batch)
+        stepping = hasattr(engine, "enqueue") and hasattr(engine, "step")
+        if continuous and not stepping:
+            raise ValueError(f"{type(engine).__name__} has no step loop (enqueue, step)")
+        self.continuous = stepping if continuous is None else continuous
         self._cond = threading.Condition()
         self._pending: list[_Request] = []
         self._live = 0  # registered clients (episode loops) not yet closed
@@ -83,6 +96,12 @@ class BatchingEngine:
             sizes, self._sizes = self._sizes, []
         return sizes
 
+    def take_counters(self) -> dict[str, int]:
+        """The engine's own counters since the last take (vLLM: `vllm_prompt_tokens`,
+        `vllm_prompt_tokens_cached`); none for engines without them."""
+        take = getattr(self.engine, "take_counters", None)
+        return take() if take is not None else {}
+
     def close(self) -> None:
         """Stop the generation thread; requests still pending fail."""
         with self._cond:
@@ -102,8 +121,9 @@ class BatchingEngine:
                 raise RuntimeError("the batching engine is closed")
             self._pending += requests
             if self._thread is None:
-                self._thread = threading.Thread(target=self._generate, name="batching-engine",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._step_loop if self.continuous else self._generate,
+                    name="batching-engine", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
 
@@ -146,6 +166,46 @@ class BatchingEngine:
                 continue
             for r, s in zip(batch, samples):
                 r.future.set_result((s, digest, started - r.submitted))
+
+    def _step_loop(self) -> None:
+        """Continuous batching: add what is pending to the engine, run one step, hand out what
+        finished; repeat while anything runs or waits."""
+        running: dict[str, tuple[_Request, str | None, float]] = {}  # id: request, digest, queued
+        while True:
+            with self._cond:
+                while not self._pending and not running and not self._closed:
+                    self._cond.wait()
+                new, self._pending = self._pending, []
+                closed = self._closed
+            if closed:
+                with contextlib.suppress(Exception):
+                    self.engine.abort(list(running))
+                for r in new + [r for r, _, _ in running.values()]:
+                    r.future.set_exception(RuntimeError("the batching engine closed"))
+                return
+            try:
+                with self.lock:
+                    for group in sorted({r.max_new_tokens for r in new}):
+                        rows = [r for r in new if r.max_new_tokens == group]
+                        ids = self.engine.enqueue([r.prompt for r in rows],
+                                                  [r.temperature for r in rows],
+                                                  [r.seed for r in rows], group)
+                        now, digest = time.monotonic(), self.engine.digest
+                        running.update({i: (r, digest, now - r.submitted) for i, r in zip(ids, rows)})
+                    with self._cond:
+                        self._sizes.append(len(running))
+                    finished = self.engine.step()
+            except BaseException as e:  # noqa: BLE001  each waiting loop raises it (its bundle fails)
+                with contextlib.suppress(Exception):
+                    self.engine.abort(list(running))
+                failed = {id(r): r for r in new} | {id(r): r for r, _, _ in running.values()}
+                for r in failed.values():
+                    r.future.set_exception(e)
+                running = {}
+                continue
+            for i, s in finished:
+                r, digest, queued = running.pop(i)
+                r.future.set_result((s, digest, queued))
 
 
 class EngineClient:

