@@ -121,6 +121,8 @@ class _RunEpisodes(beam.DoFn):
                 yield errors_output(error)
             _count_episode(run)
             _count_batches(batcher.take_stats())
+            for name, n in batcher.take_counters().items():  # the engine's own (vLLM prefix cache)
+                count(name, n)
             yield run.attempt
         report_usage()
 

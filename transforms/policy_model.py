@@ -153,7 +153,10 @@ class PolicyModelHandler(ModelHandler[Attempt, PredictionResult, WorkerModel]):
         if any(a.episode is not None for a in batch):
             raise ValueError("live episodes run in RunEpisodes (transforms/episode_loop.py), "
                              "not through RunInference")
-        outs = generate_batch(policy, batch, model.batching(self.max_batch_size))
+        batcher = model.batching(self.max_batch_size)
+        outs = generate_batch(policy, batch, batcher)
+        for name, n in batcher.take_counters().items():  # the engine's own (vLLM prefix cache)
+            count(name, n)
         return [PredictionResult(a, {**out, "checkpoint_digest": digest})
                 for a, out in zip(batch, outs)]
 
