@@ -15,7 +15,7 @@ import bisect
 import difflib
 import re
 
-MAX_DIFF_CHARS = 2_000_000
+MAX_DIFF_CHARS = 16_000_000  # whole rewrites of a few 1 MB modules (a linear parse)
 WHOLE_FILE_LINES = 20_000  # past this, make_diff writes one whole-file hunk (difflib is quadratic)
 SEARCH_BUDGET = 5_000_000  # line comparisons the offset search may spend on one diff
 CONTEXT = 3
@@ -84,11 +84,33 @@ def _diff_lines(prefix, lines):
             yield NO_NEWLINE + "\n"
 
 
+def _common_ends(old, new):
+    """(lines the two share at the start, lines they share at the end after those)."""
+    n, head = min(len(old), len(new)), 0
+    while head < n and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and old[len(old) - 1 - tail] == new[len(new) - 1 - tail]:
+        tail += 1
+    return head, tail
+
+
 def _hunks(old, new):
-    if max(len(old), len(new)) > WHOLE_FILE_LINES:
-        groups = [[("replace", 0, len(old), 0, len(new))]]
+    """The hunks from `old` to `new` (lists of lines). The lines both share at the ends are
+    set aside first (linear), so an edit in a large file costs, and shows, only its span; a
+    changed span over WHOLE_FILE_LINES is one replace (difflib is quadratic)."""
+    head, tail = _common_ends(old, new)
+    keep = max(0, head - CONTEXT), max(0, tail - CONTEXT)  # kept for context
+    a, b = old[keep[0]:len(old) - keep[1]], new[keep[0]:len(new) - keep[1]]
+    if max(len(a), len(b)) > WHOLE_FILE_LINES:
+        local = [[("equal", 0, head - keep[0], 0, head - keep[0]),
+                  ("replace", head - keep[0], len(a) - (tail - keep[1]), head - keep[0], len(b) - (tail - keep[1])),
+                  ("equal", len(a) - (tail - keep[1]), len(a), len(b) - (tail - keep[1]), len(b))]]
+        local = [[op for op in local[0] if op[1] < op[2] or op[3] < op[4]]]
     else:
-        groups = difflib.SequenceMatcher(None, old, new).get_grouped_opcodes(CONTEXT)
+        local = difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(CONTEXT)
+    groups = [[(tag, a1 + keep[0], a2 + keep[0], b1 + keep[0], b2 + keep[0]) for tag, a1, a2, b1, b2 in group]
+              for group in local]
     for group in groups:
         i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
         yield f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@\n"

@@ -244,9 +244,9 @@ def tool_read(args, plan):
     width, shown, size = len(str(end)), [], 0
     for n in range(start, end + 1):
         line = f"{n:>{width}}| {lines[n - 1]}"
-        if size + len(line) > MAX_SHOWN:  # the rest is the model's to ask for by range
+        if size + len(line) > MAX_SHOWN - 300:  # the rest is the model's to ask for by range
             if not shown:  # one line longer than an observation: its start
-                shown.append(line[:MAX_SHOWN] + " [... line cut]")
+                shown.append(line[:MAX_SHOWN - 300] + " [... line cut]")
                 n += 1
             if n <= end:
                 shown.append(f"[... lines {n}-{end} not shown (over {MAX_SHOWN} characters): "
