@@ -21,10 +21,12 @@ orders for other batch shapes, so a log-probability may differ in its last bits 
 The engine is not thread-safe: only this thread samples, under the worker's `lock` (the one its
 weight loads take), and each result names the digest of the weights that drew it.
 
-An engine with a step loop of its own (vLLM: `enqueue`, `step`; policy/backends/hf/vllm_engine.py)
-is driven step by step instead (`continuous`): a request joins the running engine at its next
-step, while the others generate, rather than waiting for a whole batch to finish; each step takes
-the lock, and `engine_batch_size` then counts the requests running in each step. The engine's own
+An engine with a step loop of its own (vLLM: `enqueue`, `step`, `abort`, `in_flight`;
+policy/backends/hf/vllm_engine.py) is driven step by step instead (`continuous`): a request joins
+the running engine at its next step, while the others generate, rather than waiting for a whole
+batch to finish (bench/vllm_continuous.py: about 2x sooner for episodes with tool calls between
+turns); each step takes the lock, and `engine_batch_size` then counts the requests running in
+each step. The engine's own
 counters (vLLM's prompt tokens and prefix-cache hits) come out through `take_counters`.
 """
 
@@ -195,6 +197,8 @@ class BatchingEngine:
                     with self._cond:
                         self._sizes.append(len(running))
                     finished = self.engine.step()
+                    if running and not finished and not self.engine.in_flight:
+                        raise RuntimeError(f"the engine lost {len(running)} running requests")
             except BaseException as e:  # noqa: BLE001  each waiting loop raises it (its bundle fails)
                 with contextlib.suppress(Exception):
                     self.engine.abort(list(running))

@@ -37,7 +37,6 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
-
 from flywheel.policy.policy import Sample
 
 # Defaults for this machine size, each overridable from the environment: a 1 GiB KV cache on CPU
@@ -307,6 +306,11 @@ class VLLMRolloutEngine:
     def step(self) -> list[tuple[str, Sample]]:
         """One engine step; (request id, sample) of the requests that finished in it."""
         return self.engine.step()
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether requests added by `enqueue` are still unfinished."""
+        return self.engine is not None and self.engine.in_flight
 
     def abort(self, request_ids) -> None:
         if self.engine is not None:

@@ -303,3 +303,38 @@ def test_flywheel_serve_samples_with_vllm_and_records_its_logprobs(policy, tmp_p
                for r in rows]
     trainer, sampler = scored(policy, [r["prompt_token_ids"] for r in rows], samples, [1.0, 1.0])
     assert (trainer - sampler).abs().max() < 1e-4
+
+
+def test_the_step_loop_draws_what_sample_draws_and_counts_the_prefix_cache(policy, engine):
+    """The batching engine drives vLLM's step loop (requests join the running engine at its
+    next step, here arriving one after another): each row is what `sample` draws for its seed,
+    and the prompt tokens its prefix cache served (the same prompts again) are counted."""
+    import threading
+    import time
+
+    from flywheel.policy.batching_engine import BatchingEngine
+    prompts = [policy.encode_prompt(" ".join([q] * 4)) for q in PROMPTS]
+    assert min(len(p) for p in prompts) > 64  # two whole 32-token cache blocks at least
+    direct = engine.sample(prompts, [1.0] * 8, list(range(300, 308)), 16)
+    engine.take_counters()
+    batcher = BatchingEngine(engine, continuous=True)
+    results = {}
+
+    def ask(k):
+        time.sleep(0.02 * k)  # arrivals spread over the others' generation
+        with batcher.client() as client:
+            results[k] = client.sample([prompts[k]], [1.0], [300 + k], 16)[0]
+
+    threads = [threading.Thread(target=ask, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batcher.close()
+    assert [results[k].token_ids for k in range(8)] == [s.token_ids for s in direct]
+    assert [results[k].logprobs for k in range(8)] == [s.logprobs for s in direct]
+    assert batcher.take_stats()  # requests running per engine step
+    counters = batcher.take_counters()
+    assert counters["vllm_prompt_tokens"] == sum(len(p) for p in prompts)
+    assert 64 * 8 <= counters["vllm_prompt_tokens_cached"] < counters["vllm_prompt_tokens"]
+    assert engine.take_counters() == {"vllm_prompt_tokens": 0, "vllm_prompt_tokens_cached": 0}
