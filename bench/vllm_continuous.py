@@ -1,6 +1,7 @@
 """vLLM's step loop (continuous batching) beside batch-at-a-time sampling, for episode loops.
 
     python bench/vllm_continuous.py [--model smollm2] [--episodes 8] [--turns 4] [--rounds 2]
+                                    [--block-size 128]
 
 Simulated episodes, each a thread of its own as in RunEpisodes: ask the worker's batching engine
 (policy/batching_engine.py) for the next action, "run a tool" (a sleep of 0-`--tool-s` seconds,
@@ -67,7 +68,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--tool-s", type=float, default=0.5, help="longest tool call (uniform 0..)")
     p.add_argument("--new-tokens", type=int, default=24)
+    p.add_argument("--block-size", type=int, default=None,
+                   help="vLLM's KV block on CPU (the prefix cache's granularity; default 32)")
     args = p.parse_args()
+    if args.block_size:
+        from flywheel.policy.backends.hf import vllm_engine
+        vllm_engine.CPU_BLOCK_SIZE = args.block_size
 
     from flywheel.policy.backends import create_policy
     from flywheel.policy.batching_engine import BatchingEngine
