@@ -142,10 +142,13 @@ def test_hostile_diffs_score_zero_and_the_fix_one(backend, environments):
             wrong[name] = got.detail
     assert not wrong, wrong
     for name in ("package patches TestReport", "package patches makereport", "package patches call_and_report",
-                 "package patches outcomes", "package patches plugin", "exit 0 at exit", "obj replaced in conftest"):
-        got = verdict(diff(HOSTILE[name]) if name != "obj replaced in conftest" else
-                      diff({**HOSTILE[name], "src/calc/ops.py": FIXED}))
+                 "package patches outcomes", "package patches plugin", "exit 0 at exit"):
+        got = verdict(diff(HOSTILE[name]))
         assert got.reward == 0.0, (name, got.detail)
+    # a right fix beside a conftest edit: the conftest is put back and the task's own tests pass,
+    # as SWE-bench scores it (it resets the files its test_patch touches); the edit is recorded
+    fixed = verdict(diff({**HOSTILE["obj replaced in conftest"], "src/calc/ops.py": FIXED}))
+    assert (fixed.reward, fixed.components.get("edited_tests")) == (1.0, 1.0), fixed.detail
 
 
 def test_a_few_hostile_diffs_on_local(sandbox, environments):
