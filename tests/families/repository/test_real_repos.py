@@ -168,7 +168,7 @@ def test_gold_scores_1_and_nothing_a_wrong_fix_or_test_edits_0(instance_id, task
 @pytest.mark.parametrize("backend", ["local", "docker"])
 def test_tasks_validate_is_clean(backend, real_envs, capsys, request, monkeypatch):
     if backend == "docker":
-        monkeypatch.setenv("DOCKER_HOST", request.getfixturevalue("docker_daemon").url)
+        use_private_dockerd(request, monkeypatch)
     code = cli_main.main(["tasks", "validate", str(TASKS), "--sandbox", backend])
     out = capsys.readouterr().out
     assert code == 0 and f"{len(ROWS)} valid tasks, 0 problems" in out, out[-3000:]
@@ -201,6 +201,14 @@ def patch_parts(patch: str) -> list[str]:
             parts.append("")
         parts[-1] += piece
     return parts
+
+
+def use_private_dockerd(request, monkeypatch):
+    """DOCKER_HOST at the session's private dockerd, its sandbox image built (as the backend
+    builds it on first use: `flywheel run` and `validate` take the image as given)."""
+    daemon = request.getfixturevalue("docker_daemon")
+    daemon.backend().close()
+    monkeypatch.setenv("DOCKER_HOST", daemon.url)
 
 
 def golden_actions(task) -> list[str]:
@@ -240,7 +248,7 @@ def test_golden_trajectories_solve_every_row_through_flywheel_run(backend, tasks
                                                                   monkeypatch):
     from flywheel.loop.layout import RunLayout
     if backend == "docker":
-        monkeypatch.setenv("DOCKER_HOST", request.getfixturevalue("docker_daemon").url)
+        use_private_dockerd(request, monkeypatch)
     actions = {i: golden_actions(t) for i, t in tasks.items()}
     script, rows = tmp_path / "script.jsonl", tmp_path / "tasks.jsonl"
     script.write_text("".join(json.dumps({"prompt": t["prompt"], "actions": actions[i]}) + "\n"
