@@ -15,9 +15,10 @@ SWEBENCH_SNAPSHOTS = ("{id}", "{id}.tar.gz", "{id}.tgz", "{id}.zip")
 SWEBENCH_FIELDS = ("environment_setup_commit", "version", "base_commit")
 # The repo domain's own fields a SWE-bench row may carry, kept as given (validate_task checks them):
 # the files the model may run, the golden tool calls, further protected globs, its sandbox
-# limits and environment; and SWE-bench's own that a person reads.
+# limits and environment, the most ids one action may take (a whole gold patch in one
+# apply_patch needs more than the domain's 512); and SWE-bench's own that a person reads.
 KEPT_FIELDS = ("visible_tests", "golden", "protected", "limits", "environment", "split",
-               "hints_text", "created_at")
+               "max_new_tokens", "hints_text", "created_at")
 
 
 def _swebench_check(row: dict) -> str | None:

@@ -60,6 +60,8 @@ def test_a_swebench_row_is_read_on_sight_with_its_archive_beside_it(tmp_path, st
     assert row["regression_tests"] == []
     assert (row["github_repo"], row["base_commit"], row["version"]) == ("acme/calc", "3f2a1c9", "1.0")
     assert row["reference_patch"] == ROW["patch"] and row["test_patch"] == ROW["test_patch"]
+    [(_, kept, _, _)] = read(tmp_path, {**ROW, "max_new_tokens": 30000})
+    assert kept["max_new_tokens"] == 30000  # a whole gold patch in one action
 
     task, problems = prepare_task(row)
     assert problems == []
