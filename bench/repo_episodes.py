@@ -346,7 +346,10 @@ def rollout_config(script: str, n: int, turns: int, seed: int):
     return RunConfig(seed=seed, policy=PolicySpec("scripted", options=(f"script={script}",)),
                      rollout=RolloutSettings(domains=(DOMAIN_NAME,), tasks_per_domain=n,
                                              heldout_per_domain=0, n_samples=1),
-                     episode=EpisodeSettings(max_turns=turns))
+                     episode=EpisodeSettings(max_turns=turns, **EPISODE_EXTRA))
+
+
+EPISODE_EXTRA: dict = {}  # --concurrency N: episode.concurrency (a checkout with free-running episodes)
 
 
 def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: int,
@@ -376,6 +379,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16, help="episodes per way (speed)")
     parser.add_argument("--turns", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--concurrency", type=int, default=0,
+                        help="episode.concurrency of the Beam runs (speed; 0: the default)")
     parser.add_argument("--workers", default="1,2,4",
                         help="multi_processing worker counts (speed), comma-separated")
     parser.add_argument("--rounds", type=int, default=1,
@@ -383,6 +388,8 @@ def main() -> None:
     parser.add_argument("--one-at-a-time", action="store_true",
                         help="speed: also time episodes one at a time in a plain loop")
     args = parser.parse_args()
+    if args.concurrency:
+        EPISODE_EXTRA["concurrency"] = args.concurrency
     console = Console(width=max(120, shutil.get_terminal_size().columns))
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
     if args.part in ("cost", "all"):
