@@ -16,7 +16,7 @@ Rows do not depend on how requests meet: every engine promises that row i depend
 own prompt, temperature and seed (policy/rollout_engine.py), and each request carries its own
 seed (transforms/turn.py `turn_seed`: attempt seed and turn). On CPU the tiny and hf samplers
 are bit-identical row by row whatever the batch; on a GPU kernels may pick other reduction
-orders for other batch shapes, so a log-probability may differ in its last bits (docs/EPISODES.md).
+orders for other batch shapes, so a log-probability may differ in its last bits (docs/ARCHITECTURE.md, "One iteration").
 
 The engine is not thread-safe: only this thread samples, under the worker's `lock` (the one its
 weight loads take), and each result names the digest of the weights that drew it.
