@@ -218,6 +218,7 @@ def drip_until_closed(port: int, head: bytes, drip: bytes, every: float = 0.2, w
     return False
 
 
+@pytest.mark.slow  # 2-4 s of waiting out a deadline or a flood; the quick tier keeps the token and framing sweeps
 def test_slow_headers_are_cut_off_by_a_deadline(impatient):
     assert drip_until_closed(impatient, b"GET /health HTTP/1.1\r\n", b"X-Slow: " + b"a" * 1000)
     assert drip_until_closed(impatient, b"", b"POST /run HTTP/1.1\r\n" + AUTH.encode())
@@ -229,6 +230,7 @@ def test_a_slow_body_is_cut_off_by_a_deadline(impatient):
     assert drip_until_closed(impatient, head, b'{"files": {}, "command": ["python", "-c", "' + b"1" * 99000)
 
 
+@pytest.mark.slow  # 2-4 s of waiting out a deadline or a flood; the quick tier keeps the token and framing sweeps
 def test_idle_connections_are_closed(impatient):
     with socket.create_connection(("127.0.0.1", impatient), timeout=PATIENCE) as sock:
         assert closed(sock), "a connection that never sent a byte stayed open"
@@ -241,6 +243,7 @@ def test_idle_connections_are_closed(impatient):
         assert closed(sock), "an idle kept-alive connection stayed open"
 
 
+@pytest.mark.slow  # 2-4 s of waiting out a deadline or a flood; the quick tier keeps the token and framing sweeps
 def test_remote_reopens_a_connection_the_service_idled_out(impatient):
     """retries=0: the reopen is the client's reflex for a reused connection, not a retry."""
     with get_backend("remote", urls=f"http://127.0.0.1:{impatient}", token=TOKEN, retries=0) as remote:
@@ -249,6 +252,7 @@ def test_remote_reopens_a_connection_the_service_idled_out(impatient):
         assert remote.run(PRINT).stdout == "42\n"
 
 
+@pytest.mark.slow  # 2-4 s of waiting out a deadline or a flood; the quick tier keeps the token and framing sweeps
 def test_connections_past_the_cap_are_refused_and_the_service_recovers(serve):
     port = serve("--capacity", "2", "--max-connections", "3")
     held = []
@@ -275,6 +279,7 @@ def test_connections_past_the_cap_are_refused_and_the_service_recovers(serve):
         assert remote.run(PRINT).stdout == "42\n"
 
 
+@pytest.mark.slow  # 2-4 s of waiting out a deadline or a flood; the quick tier keeps the token and framing sweeps
 def test_a_bounded_flood_leaves_the_service_whole(serve):
     """24 clients x 12 requests, well-behaved and not, past the connection cap (8): every answer
     is one the class allows, no slot leaks, and the service then serves as before."""

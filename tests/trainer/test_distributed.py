@@ -150,6 +150,7 @@ def test_two_processes_take_the_single_process_steps(tmp_path):
             torch.testing.assert_close(g, single[name], rtol=1e-5, atol=1e-8)
 
 
+@pytest.mark.slow  # 6 s: a second torchrun launch; the quick tier keeps the two-rank step test
 def test_train_job_under_torchrun_writes_the_single_process_checkpoint(tmp_path):
     start = _policy(0)
     digest = save_checkpoint(str(tmp_path / "ck0"), start, None, {"policy_version": 0})

@@ -156,6 +156,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow  # 10 s: a real torchrun launch killed mid-update; the quick tier keeps the ranks' serve loop tests
 def test_killing_the_driver_mid_update_leaves_no_rank(tmp_path):
     """A driver whose lane's 2 ranks are in an update (of minutes) is SIGKILLed: torchrun dies
     with the lane's thread, and each rank with torchrun (which cannot stop them once
