@@ -86,7 +86,8 @@ def test_a_correct_solution_still_earns_everything(score):
     assert (v.reward, v.verdict, v.exploit_suspected) == (1.0, "pass", False), v
 
 
-@pytest.mark.parametrize("task", [HANGS, WAITS], ids=["hangs_for_all", "waits_while_falsy"])
+@pytest.mark.parametrize("task", [HANGS, pytest.param(WAITS, marks=pytest.mark.slow)],  # 6 s of waiting;
+                         ids=["hangs_for_all", "waits_while_falsy"])           # hangs_for_all stays quick
 def test_tests_that_hang_on_a_do_nothing_answer_still_pay_a_solution(score, task):
     """A hanging case is cut by the baselines' own per-case timer and counted as not passed; the
     baselines are still complete, so the right answer earns 1 and `return 0` nothing (it passes
