@@ -15,6 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from flywheel.reports.sql import query
 
 
+LONG_EPISODE_S = 10.0  # an episode this long gets its line on screen, not only in the run log
+
+
 class RunProgress:
     def __init__(self, console: Console, run_dir: str, log=None):
         self.console, self.run_dir, self.log = console, run_dir, log
@@ -57,6 +60,17 @@ class RunProgress:
         elif name == "rollout_begin":
             self.progress.update(self.task, description=f"iteration {data['iteration']}: rollout")
             self._note(f"iteration {data['iteration']}: rollout begins")
+        elif name == "episode_end":  # loop/episode_watch.py: an episode ended (and is journaled)
+            self.progress.update(self.task, description=f"iteration {data['iteration']}: rollout, "
+                                                        f"{data['ended']} episodes ended")
+            line = (f"  episode {data['ended']}: {escape(str(data['domain']))} "
+                    f"{escape(str(data['task_id']))} #{data['sample_index']} ({data['mode']}): "
+                    f"{data['turns']} turns, {escape(str(data['end']))}, {data['seconds']:.1f} s"
+                    + (f", {data['errors']} errors" if data.get("errors") else ""))
+            if data["seconds"] >= LONG_EPISODE_S:  # one a person waits for: on screen too
+                self._print(line)
+            else:
+                self._note(line.strip())
         elif name == "eval_begin":
             self.progress.update(self.task, description=f"iteration {data['iteration']}: evaluation")
             self._note(f"iteration {data['iteration']}: evaluation begins")

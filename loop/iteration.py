@@ -13,11 +13,13 @@ from collections.abc import Callable
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.loop import domain_watch
+from flywheel.loop.episode_watch import EpisodeWatch
 from flywheel.loop.config import RunConfig
 from flywheel.loop.layout import RunLayout
 from flywheel.loop.steering_plan import plan_iteration
 from flywheel.loop.top_up import top_up
 from flywheel.pipelines.rollout import IterationSpec, run_rollout, task_ranges
+from flywheel.transforms.episode_journal import EpisodeJournal, journal_folder
 from flywheel.transforms.write_tables import write_parquet
 
 Event = Callable[[str, dict], None]
@@ -111,11 +113,12 @@ def roll_out(config: RunConfig, layout: RunLayout, info: dict, k: int, initial: 
     if plan.sample:
         layout.write_json(layout.join("iterations", str(k), "plan.json"), plan.summary)
     event("rollout_begin", {"iteration": k})
-    result = run_rollout(config, spec, layout, options, plan)
-    counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
-    if config.steering.top_up > 0:  # dynamic sampling: more tasks while signal is short
-        top_up(config, layout, k, plan, lambda p: run_rollout(config, spec, layout, options, p),
-               event)
+    with EpisodeWatch(journal_folder(layout.root, k), k, event):  # one event per ended episode
+        result = run_rollout(config, spec, layout, options, plan)
+        counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
+        if config.steering.top_up > 0:  # dynamic sampling: more tasks while signal is short
+            top_up(config, layout, k, plan,
+                   lambda p: run_rollout(config, spec, layout, options, p), event)
     watch_domains(layout, info, k, event)
     ended = time.time()
     return {"iteration": k, "rollout_seconds": ended - started, "counters": counters,
@@ -133,5 +136,6 @@ def commit(layout: RunLayout, info: dict, k: int, rollout: dict, stats: dict,
                "stages": {**rollout["stages"], "train": list(train_window)},
                "driver_peak_rss_mb": {**rollout["driver_peak_rss_mb"], "train": peak_rss_mb()}}
     layout.write_json(layout.commit_marker(k), summary)
+    EpisodeJournal(journal_folder(layout.root, k)).delete()  # its tables hold every episode now
     event("iteration_end", summary)
     return summary

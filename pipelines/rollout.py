@@ -26,6 +26,7 @@ from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.sandbox.pool import CONCURRENCY
 from flywheel.transforms.execute import Execute
 from flywheel.domains.registry import generating_domains
+from flywheel.transforms.episode_journal import journal_folder
 from flywheel.transforms.episodes import Episodes, is_multi_turn, turn_stages
 from flywheel.transforms.expand import Expand
 from flywheel.transforms.filters import FilterTrajectories
@@ -101,7 +102,8 @@ class Rollout(beam.PTransform):
 
         handler = PolicyModelHandler(**policy_args(config, spec.checkpoint_uri))
         attempts = (train, heldout) | "AllAttempts" >> beam.Flatten()
-        verified, generate_errors = sample_and_score(attempts, config, handler)
+        verified, generate_errors = sample_and_score(
+            attempts, config, handler, journal=journal_folder(self.layout.root, spec.iteration))
         train_scored, heldout_scored = verified.attempts | "ByMode" >> beam.Partition(
             lambda a, n: int(a.mode == "heldout"), 2)
 
@@ -140,9 +142,11 @@ def policy_args(config: RunConfig, checkpoint_uri: str | None) -> dict:
                 max_batch_size=config.rollout.max_batch_size)
 
 
-def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler):
+def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler,
+                     journal: str | None = None):
     """Generate (or run the episodes of) `attempts`, execute and verify them: (the Verify
-    output, whose `attempts` are scored, and the errors of every stage)."""
+    output, whose `attempts` are scored, and the errors of every stage). `journal`: the folder
+    ended episodes are written to as they end (transforms/episode_journal.py)."""
     r = config.rollout
     limits = config.episode.limits()
     multi_turn = turn_stages(r.domains, limits) > 1
@@ -151,7 +155,8 @@ def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler):
     if multi_turn:  # multi-turn domains run their episodes; the others sample once
         single, multi = attempts | "ByTurns" >> beam.Partition(
             lambda a, n, m=limits: int(is_multi_turn(a, m)), 2)
-        episodes = multi | "Episodes" >> Episodes(handler, None, config.episode, **sandbox)
+        episodes = multi | "Episodes" >> Episodes(handler, None, config.episode, **sandbox,
+                                              journal=journal)
         generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
                      | "AllGenerated" >> beam.Flatten())
         turn_errors = (episodes[ERRORS_TAG],)

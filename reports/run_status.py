@@ -19,6 +19,7 @@ import socket
 import time
 from collections import Counter
 
+from flywheel.loop.episode_watch import ended_episodes
 from flywheel.loop.layout import RunLayout
 
 STATUS_FILE = "status.json"
@@ -94,9 +95,12 @@ def run_status(run_dir: str) -> dict:
                    "host": state.get("host"), "writer_alive": alive}
         if state.get("stage") == "warm start":
             current["warm_start_step"] = state.get("warm_start_step")
+        if current.get("iteration") is not None:
+            current["episodes"] = ended_episodes(layout.root, int(current["iteration"]))
     elif not state and len(committed) < (planned or 0):
-        current = {"iteration": committed[-1] + 1 if committed else 0, "stage": "unknown",
-                   "writer_alive": None}
+        k = committed[-1] + 1 if committed else 0
+        current = {"iteration": k, "stage": "unknown", "writer_alive": None,
+                   "episodes": ended_episodes(layout.root, k)}
     summaries = {k: layout.read_json(layout.commit_marker(k)) for k in committed[-1:]}
     last = committed[-1] if committed else None
     return {"run_dir": run_dir, "run_id": info.get("run_id"), "seed": info.get("seed"),
@@ -167,6 +171,12 @@ def status_lines(status: dict) -> list[str]:
                       f"{status['run_dir']}",
                None: "writer not visible from here"}[current["writer_alive"]]
         lines.append(f"in progress: iteration {current['iteration']}, {stage}{since} ({who})")
+        episodes = current.get("episodes")
+        if episodes:
+            ends = ", ".join(f"{end} {n}" for end, n in episodes["by_end"].items())
+            lines.append(f"episodes ended in iteration {current['iteration']}: "
+                         f"{episodes['ended']} ({ends}; {episodes['turns']} turns, "
+                         f"{episodes['seconds']} s), kept for a resume in {episodes['folder']}")
     elif planned is not None and len(committed) >= planned:
         lines.append("in progress: nothing (the run is complete)")
     if status["last_iteration_seconds"]:

@@ -25,6 +25,7 @@ thread borrows the DoFn's current state for the counters its steps increment (`t
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.tool_runner import BACKOFF_S, RETRIES, ToolRunner
 from flywheel.records.attempt import Attempt
 from flywheel.sandbox import shared_pool
+from flywheel.transforms.episode_journal import EpisodeJournal, episode_key
 from flywheel.transforms.errors import ERRORS_TAG, count, errors_output
 from flywheel.transforms.execute import report_usage
 from flywheel.transforms.turn import act, generate_turn_batch, with_sample
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
     from flywheel.policy.batching_engine import EngineClient
     from flywheel.policy.policy import Policy
     from flywheel.transforms.policy_model import PolicyModelHandler
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,13 +59,14 @@ class EpisodeRun:
     generation_ms: float = 0.0
     tool_ms: float = 0.0
     queue_ms: float = 0.0
+    seconds: float = 0.0
 
 
 def run_episode(attempt: Attempt, client: EngineClient, runner: ToolRunner,
                 settings: EpisodeSettings, policy: Policy) -> EpisodeRun:
     """Run one started episode to its end: sample the next action through `client`, take it
     with `runner`, until `episode.end` is set."""
-    run = EpisodeRun(attempt)
+    run, began = EpisodeRun(attempt), time.perf_counter()
     while not run.attempt.episode.end:
         asked = time.perf_counter()
         fields = generate_turn_batch(policy, [run.attempt], client, settings)[0]
@@ -74,6 +79,7 @@ def run_episode(attempt: Attempt, client: EngineClient, runner: ToolRunner,
         if error is not None:
             run.errors.append(error)
     run.queue_ms = client.queue_ms
+    run.seconds = time.perf_counter() - began
     return run
 
 
@@ -94,29 +100,42 @@ class _Borrowed:
 
 class _RunEpisodes(beam.DoFn):
     """The worker's model and batching engine, its shared sandbox pool, a tool runner and
-    `settings.concurrency` loop threads, opened in setup."""
+    `settings.concurrency` loop threads, opened in setup. With a `journal` folder, every ended
+    episode is written there as it ends, and an episode already there (a resumed run), sampled by
+    the same weights, is taken as it is (transforms/episode_journal.py)."""
 
     def __init__(self, handler: PolicyModelHandler, settings: EpisodeSettings, backend: str,
-                 options: dict | None = None, retries: int = RETRIES, backoff_s: float = BACKOFF_S):
+                 options: dict | None = None, retries: int = RETRIES, backoff_s: float = BACKOFF_S,
+                 journal: str | None = None):
         self.handler, self.settings = handler, settings
         self.backend_name, self.options = backend, dict(options or {})
         self.retries, self.backoff_s = retries, backoff_s
+        self.journal_folder = journal
 
     def setup(self):
         self.model = self.handler.load_model()
         self.backend = shared_pool.acquire(self.backend_name, self.options)
         self.runner = ToolRunner(self.backend, self.retries, self.backoff_s)
         self.threads = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="episode")
+        self.journal = EpisodeJournal(self.journal_folder) if self.journal_folder else None
 
     def process(self, batch):
-        policy, _, _ = self.model.ready(self.handler)
+        policy, digest, _ = self.model.ready(self.handler)
         batcher = self.model.batching(self.handler.max_batch_size)
         tracker = statesampler.get_current_tracker()
         state = tracker.current_state() if tracker is not None else None
-        futures = [self.threads.submit(self._loop, attempt, batcher, policy, state)
-                   for attempt in batch]
+        futures = []
+        for attempt in batch:
+            kept = self._kept(attempt, digest)
+            if kept is not None:  # ended in an earlier, killed run of this iteration
+                count("episodes_resumed")
+                yield from (errors_output(error) for error in kept.errors)
+                yield kept.attempt
+            else:
+                futures.append(self.threads.submit(self._loop, attempt, batcher, policy, state))
         for future in as_completed(futures):
             run = future.result()
+            self._write(run, digest)
             for error in run.errors:
                 yield errors_output(error)
             _count_episode(run)
@@ -125,6 +144,23 @@ class _RunEpisodes(beam.DoFn):
                 count(name, n)
             yield run.attempt
         report_usage()
+
+    def _kept(self, attempt, digest):
+        if self.journal is None or digest is None:
+            return None
+        entry = self.journal.read(episode_key(attempt))
+        return entry if entry is not None and entry.header.get("digest") == digest else None
+
+    def _write(self, run: EpisodeRun, digest) -> None:
+        if self.journal is None:
+            return
+        try:
+            self.journal.write(run.attempt, run.errors, digest, run.seconds)
+            count("episodes_journaled")
+        except Exception as e:  # noqa: BLE001 - the journal is a safety net, never a failure
+            count("episode_journal_errors")
+            _log.warning("could not journal episode %s/%s: %s", run.attempt.task_id,
+                         run.attempt.sample_index, e)
 
     def _loop(self, attempt, batcher, policy, state) -> EpisodeRun:
         statesampler.set_current_tracker(_Borrowed(state) if state is not None else None)
@@ -159,13 +195,15 @@ def _count_batches(sizes: list[int]) -> None:
 
 
 class RunEpisodes(beam.PTransform):
-    """Started episodes in; {"attempts": ended episodes, "errors": rows} out."""
+    """Started episodes in; {"attempts": ended episodes, "errors": rows} out. `journal`: the
+    folder each ended episode is written to as it ends (None: none)."""
 
     def __init__(self, handler: PolicyModelHandler, settings: EpisodeSettings, backend: str,
-                 options: dict | None = None):
+                 options: dict | None = None, journal: str | None = None):
         super().__init__()
         self.handler, self.settings = handler, settings
         self.backend, self.options = backend, dict(options or {})
+        self.journal = journal
 
     def expand(self, episodes):
         # A batch gives the loops of one process() call; it needs no more than the loops that
@@ -174,6 +212,6 @@ class RunEpisodes(beam.PTransform):
         ran = (episodes
                | "Batch" >> beam.BatchElements(min_batch_size=size, max_batch_size=4 * size)
                | "Run" >> beam.ParDo(_RunEpisodes(self.handler, self.settings, self.backend,
-                                                  self.options))
+                                                  self.options, journal=self.journal))
                .with_outputs(ERRORS_TAG, main="attempts"))
         return {"attempts": ran.attempts, ERRORS_TAG: ran[ERRORS_TAG]}

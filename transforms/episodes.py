@@ -35,13 +35,15 @@ def is_multi_turn(attempt, limits: int | TurnLimits) -> bool:
 class Episodes(beam.PTransform):
     """Attempts of multi-turn domains in; {"attempts": ended episodes, "errors": rows} out.
     `settings`: the run's [episode] settings, handed once to the stages that read them.
-    `stages` is accepted for callers of the unrolled graph and ignored."""
+    `stages` is accepted for callers of the unrolled graph and ignored. `journal`: the folder
+    ended episodes are written to as they end (transforms/episode_journal.py; None: none)."""
 
     def __init__(self, handler: PolicyModelHandler, stages: int | None, settings: EpisodeSettings,
-                 backend: str, options: dict | None = None):
+                 backend: str, options: dict | None = None, journal: str | None = None):
         super().__init__()
         self.handler, self.settings = handler, settings
         self.backend, self.options = backend, dict(options or {})
+        self.journal = journal
         CONTEXTS.get(settings.context)  # an unknown strategy fails as the pipeline is built, naming the known
 
     def _start(self, attempt):
@@ -50,6 +52,7 @@ class Episodes(beam.PTransform):
     def expand(self, attempts):
         ran = (attempts
                | "StartEpisodes" >> beam.Map(self._start).with_output_types(Attempt)
-               | "RunEpisodes" >> RunEpisodes(self.handler, self.settings, self.backend, self.options))
+               | "RunEpisodes" >> RunEpisodes(self.handler, self.settings, self.backend, self.options,
+                                              self.journal))
         ended = ran["attempts"] | "EndEpisodes" >> beam.Map(end_episode)
         return {"attempts": ended, ERRORS_TAG: ran[ERRORS_TAG]}
