@@ -93,10 +93,8 @@ class EpisodeJournal:
         os.makedirs(self.folder, exist_ok=True)
         tmp = f"{path}.tmp-{uuid.uuid4().hex}"
         with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+            f.write(data)  # no fsync: a killed process's writes survive it (a power cut is not
+        os.replace(tmp, path)  # guarded against: the episode then simply runs again)
         return path
 
     def read(self, key: str) -> JournalEntry | None:
