@@ -59,3 +59,36 @@ def test_a_base_missing_from_the_daemon_is_named(daemon, monkeypatch, capsys, tm
     assert tasks_main(["tasks", "validate", str(tmp_path), "--sandbox", "docker", "--format", "json"]) == 1
     (problem,) = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["problems"]
     assert "base image alpine:3.20 is not on the Docker daemon" in problem and "docker pull" in problem
+
+
+@pytest.mark.slow  # a whole `flywheel run` on docker
+def test_a_scripted_run_solves_every_example_on_docker(daemon, monkeypatch, tmp_path):
+    """The golden trajectories through `flywheel run --policy scripted --sandbox docker`: each
+    example in its own image (built from its Dockerfile), solved in three turns."""
+    from flywheel.cli.main import main
+    from flywheel.cli.tasks import load_tasks
+    from flywheel.domains.tools import ToolCall, render_call
+    from flywheel.families.harbor.images import build_task_image
+    from flywheel.loop.layout import RunLayout
+    monkeypatch.setenv("DOCKER_HOST", daemon.url)
+    tasks, problems = load_tasks([str(EXAMPLES)])
+    assert not problems
+    client = daemon.client()
+    images = {t["image"] for t in tasks if t.get("image")}
+    for task in tasks:
+        if task.get("image"):
+            build_task_image(client, task)  # as `tasks validate --sandbox docker` does
+    assert images  # the examples do run in images of their own here
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps({"prompt": t["prompt"], "actions": [
+        render_call(ToolCall("run_shell", {"command": "ls"})),
+        render_call(ToolCall("run_shell", {"command": t["reference_script"]})),
+        render_call(ToolCall("submit", {"answer": ""}))]}) + "\n" for t in tasks))
+    assert main(["run", "--run-dir", str(tmp_path / "run"), "--tasks", str(EXAMPLES),
+                 "--sandbox", "docker", "--policy", "scripted",
+                 "--set", f"policy.options=script={script}",
+                 "--iterations", "1", "--n-samples", "1", "--tasks-per-domain", "5",
+                 "--heldout-per-domain", "0", "--max-turns", "4", "--eval-every", "0"]) == 0
+    rows = RunLayout(str(tmp_path / "run")).read_table("trajectories").to_pylist()
+    assert sorted((r["task_id"], r["reward_raw"], len(r["turns"]), r["sandbox_backend"])
+                  for r in rows) == sorted((t["task_id"], 1.0, 3, "docker") for t in tasks)
