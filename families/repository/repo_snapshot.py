@@ -6,7 +6,7 @@ only the digest, so a thousand SWE-bench rows do not each carry a repository thr
 
 What is read is untrusted: symlinks are skipped, never followed; archive members with an absolute
 path or `..` are refused; links, devices and files whose names are not plain relative paths
-(snapshot_paths.py) are skipped; each file (1 MB), the whole snapshot (200 MB, 50,000 files,
+(snapshot_paths.py) are skipped; each file (4 MB), the whole snapshot (200 MB, 50,000 files,
 100,000 entries of any kind) and an archive's decompressed stream (512 MB, whatever its members
 declare) are bounded, so a bomb costs bounded CPU, memory and no disk. Archives are read member
 by member, never extracted to disk. A source `PATH@COMMIT` (`@` in its last path component) is
@@ -41,7 +41,7 @@ from pathlib import PurePosixPath
 from flywheel.families.repository.snapshot_git import git_entries
 from flywheel.families.repository.snapshot_paths import SnapshotError, check_files, name_problem, shown
 
-MAX_FILE_BYTES = 1 << 20
+MAX_FILE_BYTES = 4 << 20       # as the tools handle (harnesses/repo.py MAX_FILE)
 MAX_TOTAL_BYTES = 200 << 20
 MAX_FILES = 50_000
 MAX_ENTRIES = 100_000          # members of any kind (folders, links, skipped files) read at most
