@@ -3,6 +3,7 @@ named Beam steps.
 
     ReadTasks [-> SampleByBudget] -> Expand(n_samples) -> Generate -> Execute -> Verify
               -> NormalizeRewards -> FilterTrajectories [-> ScaleByDomain] -> WriteTables
+    (multi-turn domains: Expand -> Episodes, which runs, ends and executes each episode -> Verify)
 
 The bracketed steps run when the run asks for them: `[steering]` sampling, `[algorithm]
 domain_scale`.
@@ -151,20 +152,19 @@ def sample_and_score(attempts, config: RunConfig, handler: PolicyModelHandler,
     limits = config.episode.limits()
     multi_turn = turn_stages(r.domains, limits) > 1
     sandbox = dict(backend=r.sandbox, options=sandbox_options(config, multi_turn))
-    turn_errors = ()
-    if multi_turn:  # multi-turn domains run their episodes; the others sample once
-        single, multi = attempts | "ByTurns" >> beam.Partition(
+    if multi_turn:  # multi-turn domains run their episodes (each scored as it ends); the others
+        single, multi = attempts | "ByTurns" >> beam.Partition(  # sample once, then Execute
             lambda a, n, m=limits: int(is_multi_turn(a, m)), 2)
         episodes = multi | "Episodes" >> Episodes(handler, None, config.episode, **sandbox,
                                               journal=journal)
-        generated = ((single | "Generate" >> Generate(handler), episodes["attempts"])
-                     | "AllGenerated" >> beam.Flatten())
-        turn_errors = (episodes[ERRORS_TAG],)
+        executed = single | "Generate" >> Generate(handler) | "Execute" >> Execute(**sandbox)
+        scored = ((executed["attempts"], episodes["attempts"]) | "AllExecuted" >> beam.Flatten())
+        stage_errors = (episodes[ERRORS_TAG], executed[ERRORS_TAG])
     else:
-        generated = attempts | "Generate" >> Generate(handler)
-    executed = generated | "Execute" >> Execute(**sandbox)
-    verified = executed["attempts"] | "Verify" >> Verify()
-    return verified, (*turn_errors, executed[ERRORS_TAG], verified[ERRORS_TAG])
+        executed = attempts | "Generate" >> Generate(handler) | "Execute" >> Execute(**sandbox)
+        scored, stage_errors = executed["attempts"], (executed[ERRORS_TAG],)
+    verified = scored | "Verify" >> Verify()
+    return verified, (*stage_errors, verified[ERRORS_TAG])
 
 
 def sandbox_options(config: RunConfig, multi_turn: bool) -> dict:

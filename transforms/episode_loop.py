@@ -2,13 +2,17 @@
 
     live episodes -> Batch -> RunEpisodes: per episode, on a thread of its own (episode.concurrency
     per worker process):  next action (the worker's batching engine) -> act (the sandbox) -> ...
-    -> ended episodes (the moment each ends) | errors
+    -> end -> score (its answer run once, as Execute runs a single-turn attempt's)
+    -> ended, executed episodes (the moment each is scored) | errors
 
 Each loop asks the worker's one engine for its next action (`generate_turn_batch` on a batch of
 one, so context strategies, summaries and token accounting are the turn sampler's own) and waits;
 the engine's generation thread batches whatever requests are pending then
 (policy/batching_engine.py). The loop then takes the action through the domain's step and the tool
-runner (`act`), and repeats until the episode ends. An episode that ends is emitted from
+runner (`act`), and repeats until the episode ends. It then ends the episode (`end_episode`) and
+runs its answer in the sandbox on the same thread (`execute_batch`, what the Execute stage does for
+a single-turn attempt), so an early episode's scoring run overlaps its siblings' turns instead of
+waiting for the last of them in a stage after this one. An episode that ends is emitted from
 `process` at once (concurrent.futures.as_completed; never from finish_bundle, whose output some
 runners drop), so a slow sibling holds back only itself. The graph is the same for 2 turns or 200.
 
@@ -40,8 +44,8 @@ from flywheel.records.attempt import Attempt
 from flywheel.sandbox import shared_pool
 from flywheel.transforms.episode_journal import EpisodeJournal, episode_key
 from flywheel.transforms.errors import ERRORS_TAG, count, errors_output
-from flywheel.transforms.execute import report_usage
-from flywheel.transforms.turn import act, generate_turn_batch, with_sample
+from flywheel.transforms.execute import execute_batch, report_usage
+from flywheel.transforms.turn import act, end_episode, generate_turn_batch, with_sample
 
 if TYPE_CHECKING:
     from flywheel.policy.batching_engine import EngineClient
@@ -59,13 +63,14 @@ class EpisodeRun:
     generation_ms: float = 0.0
     tool_ms: float = 0.0
     queue_ms: float = 0.0
+    score_ms: float = 0.0
     seconds: float = 0.0
 
 
 def run_episode(attempt: Attempt, client: EngineClient, runner: ToolRunner,
                 settings: EpisodeSettings, policy: Policy) -> EpisodeRun:
     """Run one started episode to its end: sample the next action through `client`, take it
-    with `runner`, until `episode.end` is set."""
+    with `runner`, until `episode.end` is set; then end it and run its answer (scored)."""
     run, began = EpisodeRun(attempt), time.perf_counter()
     while not run.attempt.episode.end:
         asked = time.perf_counter()
@@ -79,8 +84,20 @@ def run_episode(attempt: Attempt, client: EngineClient, runner: ToolRunner,
         if error is not None:
             run.errors.append(error)
     run.queue_ms = client.queue_ms
+    scored = time.perf_counter()
+    (run.attempt,), errors = execute_batch([end_episode(run.attempt)], runner, _IN_PLACE)
+    run.errors += errors
+    run.score_ms = 1000 * (time.perf_counter() - scored)
     run.seconds = time.perf_counter() - began
     return run
+
+
+class _InPlace:
+    """execute_batch's pool for one attempt: run it on the calling thread."""
+    map = staticmethod(map)
+
+
+_IN_PLACE = _InPlace()
 
 
 class _Borrowed:
@@ -178,7 +195,7 @@ class _RunEpisodes(beam.DoFn):
 
 def _count_episode(run: EpisodeRun) -> None:
     for name, ms in (("generation", run.generation_ms), ("tool", run.tool_ms),
-                     ("queue_wait", run.queue_ms)):
+                     ("queue_wait", run.queue_ms), ("score", run.score_ms)):
         beam.metrics.Metrics.distribution("flywheel", f"episode_{name}_ms").update(int(round(ms)))
         count(f"episode_{name}_ms_total", int(round(ms)))
     count("episodes_run")
@@ -195,7 +212,7 @@ def _count_batches(sizes: list[int]) -> None:
 
 
 class RunEpisodes(beam.PTransform):
-    """Started episodes in; {"attempts": ended episodes, "errors": rows} out. `journal`: the
+    """Started episodes in; {"attempts": ended, executed episodes, "errors": rows} out. `journal`: the
     folder each ended episode is written to as it ends (None: none)."""
 
     def __init__(self, handler: PolicyModelHandler, settings: EpisodeSettings, backend: str,

@@ -1,6 +1,7 @@
-"""Episodes: multi-turn attempts run to their end in one stage, then ended and ready to score.
+"""Episodes: multi-turn attempts run to their end, ended and executed, in one stage.
 
-    attempts -> StartEpisodes -> RunEpisodes (each episode its own loop) -> EndEpisodes -> attempts
+    attempts -> StartEpisodes -> RunEpisodes (each episode its own loop, then its answer run)
+             -> executed attempts (ready for Verify, as Execute's output)
                                        \\-> errors
 
 Each episode's own budget (its domain's turns, or the run's episode settings) ends it; the graph
@@ -19,7 +20,7 @@ from flywheel.transforms.context_strategies import CONTEXTS
 from flywheel.transforms.episode_loop import RunEpisodes
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.transforms.policy_model import PolicyModelHandler
-from flywheel.transforms.turn import end_episode, start_episode
+from flywheel.transforms.turn import start_episode
 
 
 def turn_stages(domains, limits: int | TurnLimits) -> int:
@@ -33,7 +34,8 @@ def is_multi_turn(attempt, limits: int | TurnLimits) -> bool:
 
 
 class Episodes(beam.PTransform):
-    """Attempts of multi-turn domains in; {"attempts": ended episodes, "errors": rows} out.
+    """Attempts of multi-turn domains in; {"attempts": ended episodes, executed as Execute executes
+    an attempt (ready for Verify), "errors": rows} out.
     `settings`: the run's [episode] settings, handed once to the stages that read them.
     `stages` is accepted for callers of the unrolled graph and ignored. `journal`: the folder
     ended episodes are written to as they end (transforms/episode_journal.py; None: none)."""
@@ -54,5 +56,4 @@ class Episodes(beam.PTransform):
                | "StartEpisodes" >> beam.Map(self._start).with_output_types(Attempt)
                | "RunEpisodes" >> RunEpisodes(self.handler, self.settings, self.backend, self.options,
                                               self.journal))
-        ended = ran["attempts"] | "EndEpisodes" >> beam.Map(end_episode)
-        return {"attempts": ended, ERRORS_TAG: ran[ERRORS_TAG]}
+        return {"attempts": ran["attempts"], ERRORS_TAG: ran[ERRORS_TAG]}

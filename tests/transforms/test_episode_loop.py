@@ -138,7 +138,7 @@ def test_an_ended_episode_leaves_before_a_slow_sibling(tmp_path):
         dofn.teardown()
     assert [a.task_id for a in emitted][-1] == "shell-slow"
     assert sorted(a.task_id for a in emitted[:-1]) == [f"shell-{n}" for n in fast]
-    assert all(a.episode.end == "submitted" for a in emitted)
+    assert all(a.episode_end == "submitted" and a.execution is not None for a in emitted)
     assert [len(a.turns) for a in emitted] == [3, 3, 3, 3, 3]
     assert "slept" in emitted[-1].turns[1]["observation"]
 
