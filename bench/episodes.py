@@ -61,15 +61,20 @@ def one_at_a_time(policy, live, backend) -> list:
     return done
 
 
-def turn_batched(policy, live, backend, workers: int = 4) -> list:
+def turn_batched(policy, live, backend, workers: int = 4, score: bool = False) -> list:
+    """All live episodes sampled in one call per turn, their actions taken `workers` at a time;
+    `score`: each episode that ends is also scored (its answer run, as the rollout's Execute
+    does) in that turn's round of tool calls: the same work as the rollout's episode stage."""
     from flywheel.domains.tool_runner import ToolRunner
+    from flywheel.transforms.execute import execute_batch
     from flywheel.transforms.turn import act, end_episode, generate_turn_batch, with_sample
     done, runner = [], ToolRunner(backend)
     with ThreadPoolExecutor(workers) as pool:
         while live:
             sampled = [with_sample(a, f) for a, f in zip(live, generate_turn_batch(policy, live, engine_for(policy, local=True), SETTINGS))]
             acted = list(pool.map(lambda a: act(a, runner, SETTINGS)[0], sampled))
-            done += [end_episode(a) for a in acted if a.episode.end]
+            ended = [end_episode(a) for a in acted if a.episode.end]
+            done += execute_batch(ended, runner, pool)[0] if score and ended else ended
             live = [a for a in acted if not a.episode.end]
     return done
 
