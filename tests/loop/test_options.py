@@ -2,6 +2,7 @@
 and one iteration is a composite transform whose named steps show in the job graph."""
 
 import subprocess
+from pathlib import Path
 import sys
 
 import apache_beam as beam
@@ -63,6 +64,7 @@ def test_a_bad_setting_is_refused_before_anything_runs(argv, message):
 
 def test_run_help_and_the_reference_list_what_the_registries_hold():
     # Both sides in fresh processes: other test modules register test-only entries in this one.
+    # The generated reference (docs/CONFIG.md) must be current, so it is checked here too.
     listed = subprocess.run([sys.executable, "-c", (
         "from flywheel.sandbox import available_backends as b; "
         "from flywheel.trainer.credit import ADVANTAGES as a; "
@@ -77,6 +79,8 @@ def test_run_help_and_the_reference_list_what_the_registries_hold():
     reference = subprocess.run([sys.executable, "-m", "flywheel.loop.config_reference"],
                                capture_output=True, text=True, check=True).stdout  # every key's
     assert listed[0] in reference
+    assert reference == (Path(__file__).resolve().parents[2] / "docs" / "CONFIG.md").read_text(), \
+        "docs/CONFIG.md is stale: python -m flywheel.loop.config_reference > docs/CONFIG.md"
     assert "local" in listed[2] and "grpo" in listed[0] and "tiny" in listed[1]
 
 

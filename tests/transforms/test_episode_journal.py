@@ -1,8 +1,9 @@
 """The episode journal (transforms/episode_journal.py), for real: a rollout of tiny-policy
-episodes in the local sandbox writes each ended episode as it ends; a rerun of the iteration with
-half the journal left (as a kill leaves it) runs only the other half and writes the same rows as
-the uninterrupted run; an entry sampled by other weights or cut short is run again; the driver's
-watch sends one event per ended episode; `flywheel status` counts them."""
+episodes in the local sandbox writes each ended (and scored) episode as it ends; a rerun of the
+iteration with half the journal left (as a kill leaves it) runs only the other half and writes the
+same rows as the uninterrupted run; an entry sampled by other weights or cut short is run again;
+the driver's watch sends one event per ended episode; `flywheel status` counts them; a `flywheel
+run` killed with SIGKILL mid-rollout resumes with what had ended (slow)."""
 
 import os
 
@@ -57,37 +58,24 @@ def test_every_ended_episode_is_journaled_as_it_ends(uninterrupted):
         [headers[0]["digest"]] * len(entry.attempt.turns)
 
 
-def test_a_rerun_takes_what_ended_and_writes_the_same_rows(uninterrupted, tmp_path):
+def test_a_rerun_takes_what_ended_and_runs_the_rest_again(uninterrupted, tmp_path):
+    """Half the episodes ended before a kill: the rerun takes those and runs the others, among
+    them one journaled by other weights and one whose file a kill cut short."""
     source, rows, _ = uninterrupted
-    run_dir = tmp_path / "killed"
-    folder = journal_folder(str(run_dir), SPEC.iteration)
-    os.makedirs(folder)
-    kept = sorted(os.listdir(journal_folder(str(source), SPEC.iteration)))[:6]  # half ended
-    for name in kept:
-        with open(os.path.join(journal_folder(str(source), SPEC.iteration), name), "rb") as f:
-            data = f.read()
-        with open(os.path.join(folder, name), "wb") as f:
-            f.write(data)
-    again, counters = rollout(run_dir)
-    assert counters["episodes_resumed"] == 6 and counters["episodes_run"] == 6
-    assert again == rows
-
-
-def test_other_weights_or_a_cut_short_entry_run_again(uninterrupted, tmp_path):
-    source, rows, _ = uninterrupted
-    journal = EpisodeJournal(journal_folder(str(source), SPEC.iteration))
-    headers = journal.headers()
-    other = EpisodeJournal(journal_folder(str(tmp_path), SPEC.iteration))
-    entry = journal.read(headers[0]["key"])
-    other.write(entry.attempt, entry.errors, "0" * 64, 1.0)  # sampled by other weights
-    with open(journal.path(headers[1]["key"]), "rb") as f:
-        data = f.read()
-    os.makedirs(other.folder, exist_ok=True)
-    with open(other.path(headers[1]["key"]), "wb") as f:
-        f.write(data[:-7])  # a write a kill cut short (a rename makes this rare; still refused)
-    assert other.read(headers[1]["key"]) is None
+    there = EpisodeJournal(journal_folder(str(source), SPEC.iteration))
+    headers = sorted(there.headers(), key=lambda h: h["key"])
+    here = EpisodeJournal(journal_folder(str(tmp_path), SPEC.iteration))
+    os.makedirs(here.folder)
+    for h in headers[:6]:  # ended before the kill
+        with open(there.path(h["key"]), "rb") as f, open(here.path(h["key"]), "wb") as g:
+            g.write(f.read())
+    other = there.read(headers[6]["key"])
+    here.write(other.attempt, other.errors, "0" * 64, 1.0)  # sampled by other weights
+    with open(there.path(headers[7]["key"]), "rb") as f, open(here.path(headers[7]["key"]), "wb") as g:
+        g.write(f.read()[:-7])  # cut short (a rename makes this rare; still refused)
+    assert here.read(headers[7]["key"]) is None and here.read(headers[0]["key"]) is not None
     again, counters = rollout(tmp_path)
-    assert "episodes_resumed" not in counters and counters["episodes_run"] == 12
+    assert counters["episodes_resumed"] == 6 and counters["episodes_run"] == 6
     assert again == rows
 
 
