@@ -9,11 +9,15 @@ POST /v1/chat/completions (serve_api.py: what a request may hold), POST /v1/feed
 ids and log-probabilities the sampler produced and the digest of the weights that produced them;
 feedback is a `feedback` row (serve_recorder.py writes both under the record dir).
 
-The policy is not thread-safe, so ONE generation thread owns it: handlers put requests on a
-bounded queue (full: 503 with Retry-After, the client's cue to back off) and the thread samples
-up to `max_batch` waiting rows with one `sample` call of the policy's rollout engine (the hf
-sampler; vLLM with `--policy-options engine=vllm`: policy/rollout_engine.py). Rows are
-independent by contract; one call shares max_new_tokens, so a batch holds one max_tokens.
+Generation runs on the engine loop the rollout's episodes use (policy/batching_engine.py): the
+policy's rollout engine (the hf sampler; vLLM with `--policy-options engine=vllm`:
+policy/rollout_engine.py) behind ONE generation thread, the only one that touches the model. Each
+request's handler thread encodes its messages and asks that loop for its rows; the loop samples
+whatever rows are waiting at that moment (up to `max_batch`, one max_tokens per call), and with
+vLLM a request joins the running engine at its next step instead of waiting for a batch to end.
+At most `max_batch + max_queue` requests are admitted at once; beyond that, 503 with Retry-After
+(the client's cue to back off). Rows are independent by contract: each choice samples with its own
+seed, so an answer does not depend on what it was batched with.
 
 The HTTP side is the sandbox service's (sandbox/service.py), built of its parts: a gate on
 headers alone before a body byte is read (where it comes from: a Host this server answers to,
@@ -28,7 +32,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import queue
 import secrets
 import threading
 import time
@@ -42,6 +45,7 @@ from flywheel.feedback.serve_recorder import RecorderClosed, TableRecorder
 from flywheel.web.gated_http import CappedServer, GatedHandler
 from flywheel.web.service_limits import Refused, ServiceLimits, refusal
 from flywheel.web.service_token import bearer_matches, is_loopback
+from flywheel.policy.batching_engine import BatchingEngine
 from flywheel.policy.checkpoint import Checkpoint
 from flywheel.policy.policy import Sample
 from flywheel.policy.rollout_engine import create_engine
@@ -54,7 +58,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Job:
-    """One chat request on its way through the generation thread."""
+    """One chat request on its way through the engine loop."""
     request: ChatRequest
     client: str
     interaction_id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
@@ -66,12 +70,11 @@ class _Job:
     texts: list[str] = field(default_factory=list)
     token_texts: list[list[str]] | None = None
     error: ApiError | None = None
-    done: threading.Event = field(default_factory=threading.Event)
 
 
 class ChatServer(CappedServer):
-    """The HTTP server, its generation thread and its recorder: `start()`, then `close()`
-    (drain the queue, write every buffered row, stop listening)."""
+    """The HTTP server, its engine loop and its recorder: `start()`, then `close()` (answer the
+    admitted requests, write every buffered row, stop listening)."""
 
     label = "serve"
     over_cap = refusal(503, "Service Unavailable",  # in OpenAI's error shape, as every answer
@@ -89,35 +92,48 @@ class ChatServer(CappedServer):
         self.issued = recorder.known_interactions()  # id -> client: feedback names its own
         super().__init__(host, port, _Handler, limits, allowed_hosts)
         self.served, self.recorder, self.tokens = served, recorder, dict(tokens or {})
-        self.max_batch, self.api = max_batch, api
+        self.max_batch, self.max_queue, self.api = max_batch, max_queue, api
         self.policy_lock = threading.Lock()  # held while the policy samples: others wait on it
         self.engine = create_engine(served.policy.engine)  # the rollout's sampler of this policy
         self.engine.update_weights(Checkpoint(served.policy, None, {}, served.digest))
+        self.batcher = BatchingEngine(self.engine, self.policy_lock, max_batch=max_batch)
         self.draining = False
-        self.generating, self.batches = 0, 0  # rows in the sample() call now; calls so far
-        self._queue: queue.Queue[_Job | None] = queue.Queue(max_queue)
-        self._lock = threading.Lock()
-        self._worker = threading.Thread(target=self._generate, name="serve-generate", daemon=True)
+        self.admitted = 0  # requests admitted and not yet answered
+        self._lock = threading.Condition()
         self._serving: threading.Thread | None = None
 
+    @property
+    def generating(self) -> int:
+        """Rows in the engine call now."""
+        return self.batcher.running
+
+    @property
+    def batches(self) -> int:
+        """Engine calls so far."""
+        return self.batcher.calls
+
+    @property
+    def queued(self) -> int:
+        """Rows waiting for an engine call."""
+        return self.batcher.pending
+
     def start(self) -> ChatServer:
-        self._worker.start()
         self._serving = threading.Thread(target=self.serve_forever, name="serve-http", daemon=True)
         self._serving.start()
         return self
 
     def close(self) -> None:
-        """Refuse new requests (503), answer the queued ones, flush the recorder, stop."""
+        """Refuse new requests (503), answer the admitted ones, flush the recorder, stop."""
         with self._lock:
             if self.draining:
                 return
-            self.draining = True  # under the lock: no job is queued after the sentinel
-        if self._worker.is_alive():
-            self._queue.put(None)
-            self._worker.join()
+            self.draining = True  # under the lock: nothing is admitted after this
+            while self.admitted:
+                self._lock.wait()
         try:
             self.recorder.close()
         finally:
+            self.batcher.close()
             self.engine.close()
             if self._serving is not None:
                 self.shutdown()
@@ -131,7 +147,7 @@ class ChatServer(CappedServer):
         return found[0] if found else None
 
     def submit(self, request: ChatRequest, client: str) -> _Job:
-        """The finished job (samples or error), once the generation thread has run it."""
+        """The finished job (samples or error), sampled by the engine loop on the caller's thread."""
         job = _Job(request, client)
         job.seed = secrets.randbelow(1 << 62) if request.seed is None else request.seed
         with self._lock:
@@ -140,77 +156,41 @@ class ChatServer(CappedServer):
             if self.recorder.full():  # writes failing: no answer that could not be recorded
                 raise ApiError(503, "the recorder is behind on writing its tables; retry later",
                                "recorder_behind")
-            try:
-                self._queue.put_nowait(job)
-            except queue.Full:
-                raise ApiError(503, f"{self._queue.maxsize} requests are already waiting; retry "
-                               "later", "queue_full") from None
-        job.done.wait()
+            if self.admitted >= self.max_batch + self.max_queue:
+                raise ApiError(503, f"{self.max_queue} requests are already waiting; retry later",
+                               "queue_full")
+            self.admitted += 1
+        try:
+            self._run(job)
+        except Exception as e:  # the policy's own defect: this client hears of it
+            log.exception("serve: sampling failed")
+            job.error = job.error or ApiError(500, f"sampling failed: {type(e).__name__}: {e}",
+                                              "sampling_failed")
+        finally:
+            with self._lock:
+                self.admitted -= 1
+                self._lock.notify_all()
         return job
 
-    # -- the generation thread: the only one that touches the policy ----------------------------
-    def _generate(self) -> None:
-        held: list[_Job] = []  # taken off the queue, not yet sampled (at most ~max_batch)
-        stopping = False
-        while held or not stopping:
-            while len(held) < self.max_batch and not stopping:
-                try:
-                    job = self._queue.get(block=not held)  # wait only when there is nothing to do
-                except queue.Empty:
-                    break
-                stopping = job is None  # close()'s sentinel: nothing is queued after it
-                held += [job] if job else []
-            if not held:
-                continue
-            first, rows, batch, rest = held[0], 0, [], []
-            for job in held:  # one sample() call shares max_new_tokens
-                fits = job is first or (job.request.max_tokens == first.request.max_tokens
-                                        and rows + job.request.n <= self.max_batch)
-                (batch if fits else rest).append(job)
-                rows += job.request.n if fits else 0
-            held = rest
-            try:
-                self._run(batch)
-            except Exception as e:  # the policy's own defect: each waiting client hears of it
-                log.exception("serve: sampling failed")
-                for job in batch:
-                    job.error = job.error or ApiError(500, f"sampling failed: {type(e).__name__}: {e}",
-                                                      "sampling_failed")
-            for job in batch:
-                job.done.set()
-
-    def _run(self, batch: list[_Job]) -> None:
-        policy = self.served.policy
-        ready = []
-        for job in batch:
-            try:
-                job.prompt_ids = list(policy.encode_messages(job.request.messages, job.request.tools))
-            except Exception as e:  # a template that refuses these messages (roles, order)
-                job.error = ApiError(400, f"the messages do not fit the model's chat template: "
-                                     f"{type(e).__name__}: {e}"[:500], "invalid_messages")
-                continue
-            if len(job.prompt_ids) >= policy.context:
-                job.error = ApiError(400, f"the prompt is {len(job.prompt_ids)} tokens: the model's "
-                                     f"context holds {policy.context}", "context_length_exceeded")
-                continue
-            ready.append(job)
-        if not ready:
-            return
-        rows = [(job, i) for job in ready for i in range(job.request.n)]
-        self.generating = len(rows)
+    def _run(self, job: _Job) -> None:
+        policy, request = self.served.policy, job.request
         try:
-            with self.policy_lock:  # choice i samples with seed + i, recorded in its row
-                samples = self.engine.sample([job.prompt_ids for job, _ in rows],
-                                        [job.request.temperature for job, _ in rows],
-                                        [job.seed + i for job, i in rows], ready[0].request.max_tokens)
-        finally:
-            self.generating, self.batches = 0, self.batches + 1
-        for job in ready:
-            job.samples, samples = samples[:job.request.n], samples[job.request.n:]
-            job.texts = [policy.decode(s.token_ids) for s in job.samples]
-            if job.request.logprobs:
-                job.token_texts = [[policy.decode([t]) for t in s.token_ids] for s in job.samples]
-            self._record(job)
+            job.prompt_ids = list(policy.encode_messages(request.messages, request.tools))
+        except Exception as e:  # a template that refuses these messages (roles, order)
+            job.error = ApiError(400, f"the messages do not fit the model's chat template: "
+                                 f"{type(e).__name__}: {e}"[:500], "invalid_messages")
+            return
+        if len(job.prompt_ids) >= policy.context:
+            job.error = ApiError(400, f"the prompt is {len(job.prompt_ids)} tokens: the model's "
+                                 f"context holds {policy.context}", "context_length_exceeded")
+            return
+        # choice i samples with seed + i, recorded in its row
+        job.samples = self.batcher.sample([job.prompt_ids] * request.n, [request.temperature] * request.n,
+                                          [job.seed + i for i in range(request.n)], request.max_tokens)
+        job.texts = [policy.decode(s.token_ids) for s in job.samples]
+        if request.logprobs:
+            job.token_texts = [[policy.decode([t]) for t in s.token_ids] for s in job.samples]
+        self._record(job)
 
     def _record(self, job: _Job) -> None:
         request, latency_ms = job.request, (time.monotonic() - job.started) * 1000
@@ -247,7 +227,7 @@ class _Handler(GatedHandler):
             return self.reply(200, models_body(server.served.name, created))
         self.reply(200, {"status": "draining" if server.draining else "ok",
                           "model": server.served.name, "checkpoint_digest": server.served.digest,
-                          "queued": server._queue.qsize(), "generating": server.generating,
+                          "queued": server.queued, "generating": server.generating,
                           "batches": server.batches, "connections": server.connections})
 
     def do_POST(self):  # noqa: N802 (a POST endpoint, its length checked)

@@ -77,6 +77,8 @@ class BatchingEngine:
         self._sizes: list[int] = []  # rows of each engine call, until take_stats
         self._thread: threading.Thread | None = None
         self._closed = False
+        self.calls = 0    # engine calls (sample calls; steps of a step loop) so far
+        self.running = 0  # rows in the engine call now (or waiting for its lock)
 
     def client(self) -> EngineClient:
         """A live loop's handle: while it is open, a batch waits for it (up to max_wait_s)."""
@@ -91,6 +93,12 @@ class BatchingEngine:
     @property
     def digest(self) -> str | None:
         return self.engine.digest
+
+    @property
+    def pending(self) -> int:
+        """Rows waiting for an engine call."""
+        with self._cond:
+            return len(self._pending)
 
     def take_stats(self) -> list[int]:
         """The rows of each engine call since the last take."""
@@ -156,6 +164,7 @@ class BatchingEngine:
     def _generate(self) -> None:
         while (batch := self._gather()) is not None:
             started = time.monotonic()
+            self.running = len(batch)
             try:
                 with self.lock:
                     samples = self.engine.sample([r.prompt for r in batch],
@@ -166,6 +175,8 @@ class BatchingEngine:
                 for r in batch:
                     r.future.set_exception(e)
                 continue
+            finally:
+                self.running, self.calls = 0, self.calls + 1
             for r, s in zip(batch, samples):
                 r.future.set_result((s, digest, started - r.submitted))
 
@@ -196,7 +207,9 @@ class BatchingEngine:
                         running.update({i: (r, digest, now - r.submitted) for i, r in zip(ids, rows)})
                     with self._cond:
                         self._sizes.append(len(running))
+                    self.running = len(running)
                     finished = self.engine.step()
+                    self.calls += 1
                     if running and not finished and not self.engine.in_flight:
                         raise RuntimeError(f"the engine lost {len(running)} running requests")
             except BaseException as e:  # noqa: BLE001  each waiting loop raises it (its bundle fails)
@@ -210,6 +223,7 @@ class BatchingEngine:
             for i, s in finished:
                 r, digest, queued = running.pop(i)
                 r.future.set_result((s, digest, queued))
+            self.running = len(running)
 
 
 class EngineClient:

@@ -274,8 +274,9 @@ class _Sampled:
 
 @pytest.mark.slow
 def test_flywheel_serve_samples_with_vllm_and_records_its_logprobs(policy, tmp_path):
-    """`flywheel serve` with engine=vllm: the server's one generation thread runs the vllm
-    rollout engine; the recorded ids and logprobs are what the trainer scores."""
+    """`flywheel serve` with engine=vllm: the server's engine loop drives the vllm rollout
+    engine's step loop (the one the rollout's episodes use); the recorded ids and logprobs are
+    what the trainer scores."""
     from flywheel.feedback.serve import ChatServer
     from flywheel.feedback.serve_api import ServedPolicy
     from flywheel.feedback.serve_recorder import TableRecorder
