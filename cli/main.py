@@ -143,6 +143,7 @@ def _dispatch(argv: list[str]) -> int:
                 "sandbox": lambda args, console: sandbox_cli.main(args)}
     extra = {"import": imports_cli.run, "serve": serve_cli.run, "review": review_cli.run,
              "sft": sft_cli.run, "dpo": sft_cli.run}  # sft.py parses both
+    args.argv = argv  # a command that relaunches itself (sft/dpo --processes) needs its words
     return (commands.get(args.command) or extra[args.command])(args, console)
 
 

@@ -7,6 +7,7 @@ a run starts from (`flywheel run --init-checkpoint OUT`).
     flywheel sft --from-checkpoint ckpts/sft --tasks mine.jsonl --examples imports/ --out ckpts/sft2
     flywheel dpo --from-checkpoint ckpts/sft --reviews-run runs/demo --beta 0.1 --out ckpts/dpo
     flywheel dpo --policy-options model=smollm2 --pairs imports/ --loss ipo --out ckpts/ipo
+    flywheel sft ... --processes 2     # data-parallel: torchrun on this machine, as `run` trains
 
 Sources (several may be given; feedback/sft_data.py): --tasks task files (a row's `reference`
 or `response`, else its domain's demonstration), --domain built-in train tasks demonstrated,
@@ -17,6 +18,12 @@ spell the row's text under the starting policy (feedback/recorded_ids.py); the o
 re-encoded from the text and counted ("ids re-encoded", also in the checkpoint's meta). Rows
 that cannot be used are counted and shown, never fatal. With --eval-domain, greedy held-out pass@1 of that domain is measured before
 training and after each epoch, printed, and kept in the checkpoint's meta.
+
+`--processes N` trains in N data-parallel processes (`torch.distributed.run --standalone` on
+this machine: gloo on CPU, NCCL with a GPU each): every process collects the same data, trains on
+its share of each step through the one update loop (trainer/update_loop.py: gradients summed
+before clipping, so the steps are one process's within rounding), and rank 0 alone evaluates,
+prints and writes the checkpoint. An existing torchrun launch (WORLD_SIZE set) is joined as is.
 """
 from __future__ import annotations
 
@@ -74,6 +81,9 @@ def _common(p: argparse.ArgumentParser, lr: float, epochs: int) -> None:
                    "measured before training and after each epoch")
     p.add_argument("--eval-tasks", type=int, default=64, help="held-out tasks of --eval-domain")
     p.add_argument("--sandbox", default="local", help="sandbox backend of the evaluation")
+    p.add_argument("--processes", type=int, default=1,
+                   help="data-parallel training processes on this machine (torchrun; one GPU each "
+                        "where there are GPUs)")
 
 
 def run(args, console) -> int:
@@ -85,12 +95,41 @@ def run(args, console) -> int:
     if args.from_checkpoint and args.policy_options:
         console.print("[red]error:[/] give --from-checkpoint or --policy-options, not both")
         return 2
+    if args.processes < 1:
+        console.print(f"[red]error:[/] --processes must be >= 1, got {args.processes}")
+        return 2
+    from flywheel.trainer import distributed
+    if args.processes > 1 and not distributed.launched():
+        return _launch(args, console)
+    errors, who = console, ""
+    if distributed.launched():
+        distributed.start()
+        distributed.die_with_launcher()
+        rank = distributed.world()[0]
+        if rank != 0:  # rank 0 speaks for the launch; another speaks only of its own error
+            from rich.console import Console
+            console, errors, who = Console(quiet=True), Console(stderr=True), f"rank {rank}: "
     try:
-        return _train(args, console)
+        code = _train(args, console)
     except (FileNotFoundError, ValueError, KeyError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        console.print(f"[red]error:[/] {escape(str(message))}", highlight=False)
+        errors.print(f"[red]error:[/] {who}{escape(str(message))}", highlight=False)
+        distributed.finish(together=False)
         return 2
+    except BaseException:
+        distributed.finish(together=False)
+        raise
+    distributed.finish()
+    return code
+
+
+def _launch(args, console) -> int:
+    """Run this very command in `args.processes` data-parallel processes; their exit status."""
+    import sys
+
+    from flywheel.cli.launch_ranks import launch
+    console.print(f"training in {args.processes} data-parallel processes (torchrun)")
+    return launch(list(getattr(args, "argv", None) or sys.argv[1:]), args.processes)
 
 
 def _start(args, device):
@@ -177,8 +216,10 @@ def _train(args, console) -> int:
     if not collected.items:
         console.print(f"[red]error:[/] no usable {kind}: nothing to train on")
         return 1
+    from flywheel.trainer import distributed
+    rank = distributed.world()[0]
     measure = (heldout_measure(policy, args.eval_domain, args.eval_tasks, args.seed, args.sandbox)
-               if args.eval_domain else None)
+               if args.eval_domain and rank == 0 else None)
     heldout = []
     if measure:
         with console.status(f"held-out greedy pass@1 of {args.eval_domain}, before training"):
@@ -216,6 +257,7 @@ def _train(args, console) -> int:
                                        device, on_epoch, on_step)
     meta = {"policy_version": int(start.get("policy_version", 0)), "stage": args.command,
             args.command: {"config": cfg.to_dict(), "seed": args.seed, "start_digest": digest,
+                           "processes": distributed.world()[1],
                            "start": start,
                            "data": {"sources": dict(collected.sources),
                                     "left_out": dict(collected.skipped),
@@ -223,6 +265,8 @@ def _train(args, console) -> int:
                            "epochs": history, "heldout": heldout,
                            "eval": {"domain": args.eval_domain, "tasks": args.eval_tasks}
                            if measure else None}}
+    if rank != 0:  # rank 0 writes the one checkpoint; the others hold the same weights
+        return 0
     with console.status(f"writing the checkpoint to {args.out}"):
         out_digest = save_checkpoint(args.out, policy, optimizer, meta)
     console.print(_epochs_table(args, history, heldout, dpo))

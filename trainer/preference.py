@@ -189,8 +189,10 @@ class PreferenceObjective:
         losses, stats = _scored(self.policy, micro, self.cfg, self.device)
         return losses.sum() / totals[0], {**stats, "pairs": len(micro)}
 
+    FIGURES = ("loss", "chosen_reward", "rejected_reward", "reward_margin", "accuracy", "pairs")
+
     def reduce(self, figures: dict, ranks: int) -> dict:
-        return summed(figures, ranks)
+        return summed(figures, ranks, self.FIGURES)
 
 
 def _scored(policy: Policy, pairs: list[dict], cfg: DPOConfig, device

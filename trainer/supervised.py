@@ -114,8 +114,10 @@ class SupervisedObjective:
         return loss, {"loss": loss.item(), "loss_sum": nll.item(),
                       "tokens": self.units(micro)[0], "examples": len(micro)}
 
+    FIGURES = ("loss", "loss_sum", "tokens", "examples")
+
     def reduce(self, figures: dict, ranks: int) -> dict:
-        return summed(figures, ranks)
+        return summed(figures, ranks, self.FIGURES)
 
 
 def train_supervised(policy: Policy, optimizer: torch.optim.Optimizer, examples: list[dict],

@@ -63,12 +63,14 @@ def shares(minibatches: Iterable[list]) -> Iterable[list]:
         yield minibatch[rank::ranks] if ranks > 1 else minibatch
 
 
-def summed(figures: dict, ranks: int) -> dict:
-    """`Objective.reduce` for figures that are sums: summed over ranks."""
+def summed(figures: dict, ranks: int, names: Iterable[str]) -> dict:
+    """`Objective.reduce` for figures that are sums: each of `names` (every figure the objective
+    reports), summed over ranks. The names are the objective's, not the figures' own: a rank whose
+    share of a minibatch is empty has none, and every rank must reduce the same values."""
+    names = sorted(names)
     if ranks == 1:
-        return figures
-    names = sorted(figures)
-    return dict(zip(names, distributed.all_reduce([figures[k] for k in names])))
+        return {k: figures.get(k, 0.0) for k in names}
+    return dict(zip(names, distributed.all_reduce([figures.get(k, 0.0) for k in names])))
 
 
 def clip_gradients(module: torch.nn.Module, max_grad_norm: float) -> float:
