@@ -52,7 +52,7 @@ def main() -> None:
     from rich.table import Table
 
     from flywheel.cli.main import main as flywheel
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.policy.checkpoint import recorded_digest
     run_dir = tempfile.mkdtemp(prefix="bench-engine-loads-")
     tasks = sums_file(tempfile.mkdtemp(prefix="bench-engine-tasks-"), args.sums)

@@ -126,7 +126,7 @@ def learn(iterations: int, console: Console, warm_start_steps: int = 150, lr: fl
           credit: str = "outcome", kl_coef: float = 0.0, carry_optimizer: str = "true",
           seed: int = 0, heldout_per_domain: int = 100) -> None:
     from flywheel.domains.registry import get_domain
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
     from flywheel.policy.checkpoint import load_checkpoint
     run_dir = Path(tempfile.mkdtemp(prefix="bench-episodes-run-")) / "run"

@@ -240,7 +240,7 @@ def sandbox_tallies(result) -> dict[str, float]:
 def transform_counts(seed: int, script: str, console: Console) -> None:
     """The rollout pipeline's transforms (all, and the leaves that run) for 2, 32 and 200 turns."""
     import apache_beam as beam
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.pipelines.rollout import IterationSpec, Rollout
     counts = []
     for turns in (2, 32, 200):
@@ -305,8 +305,8 @@ def model(n: int, turns: int, seed: int, name: str, context: str, console: Conso
           budget: int = 0, model_context: int = 2048) -> None:
     """A real model on repository episodes through the Beam rollout: well-formed calls, solved."""
     from apache_beam.options.pipeline_options import PipelineOptions
-    from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
+    from flywheel.settings.layout import RunLayout
     from flywheel.pipelines.rollout import IterationSpec, run_rollout
     run_dir = tempfile.mkdtemp(prefix="bench-repo-model-")
     config = RunConfig(seed=seed, policy=PolicySpec("hf", model=name, options=(f"context={model_context}",)),
@@ -345,7 +345,7 @@ def model(n: int, turns: int, seed: int, name: str, context: str, console: Conso
 
 
 def rollout_config(script: str, n: int, turns: int, seed: int):
-    from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+    from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
     return RunConfig(seed=seed, policy=PolicySpec("scripted", options=(f"script={script}",)),
                      rollout=RolloutSettings(domains=(DOMAIN_NAME,), tasks_per_domain=n,
                                              heldout_per_domain=0, n_samples=1),
@@ -360,7 +360,7 @@ def beam_rollout(folder: str, name: str, script: str, n: int, turns: int, seed: 
     """The rollout pipeline (pipelines/rollout.py's public entry, whatever stages the checkout
     has) on the DirectRunner: (its run dir, the PipelineResult)."""
     from apache_beam.options.pipeline_options import PipelineOptions
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.pipelines.rollout import IterationSpec, run_rollout
     run_dir = os.path.join(folder, name)
     result = run_rollout(rollout_config(script, n, turns, seed), IterationSpec("bench", 0, 0, None),

@@ -22,8 +22,8 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from flywheel.loop.config import RolloutSettings, RunConfig  # noqa: E402
-from flywheel.loop.layout import RunLayout  # noqa: E402
+from flywheel.settings.config import RolloutSettings, RunConfig  # noqa: E402
+from flywheel.settings.layout import RunLayout  # noqa: E402
 from flywheel.pipelines.plain_rollout import plain_rollout  # noqa: E402
 from flywheel.pipelines.rollout import IterationSpec, run_rollout  # noqa: E402
 from flywheel.domains.registry import get_domain  # noqa: E402

@@ -112,7 +112,7 @@ def rl_run(args, run_dir: Path, iterations: int, init: str | None) -> list[float
 
 def side_by_side(args, console: Console, out: Path, sft_uri: str) -> None:
     """(ii): RL from the SFT checkpoint vs from the base, at equal sampled attempts."""
-    from flywheel.loop.config import PolicySpec
+    from flywheel.settings.config import PolicySpec
     if "init_checkpoint" not in {f.name for f in dataclasses.fields(PolicySpec)}:
         console.print("[yellow]skipped (ii): this Flywheel has no `flywheel run --init-checkpoint`[/]")
         return

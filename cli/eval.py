@@ -82,7 +82,7 @@ def grid_cells(items: list[str]) -> list[dict]:
 
 def cell_config(config, cell: dict):
     """`config` with a grid cell's settings (its n is the evaluation's, not the config's)."""
-    from flywheel.loop.config import RunConfig
+    from flywheel.settings.config import RunConfig
     values = config.to_dict()
     for axis, value in cell.items():
         if axis in GRID_KEYS:
@@ -97,9 +97,9 @@ def settings(argv: list[str]):
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from flywheel.cli.run import run_parser
-    from flywheel.loop.config import RunConfig
+    from flywheel.settings.config import RunConfig
     from flywheel.loop.flag_check import unknown_arguments
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.loop.options import FlywheelOptions
     from flywheel.loop.config_file import read_config_file
     args, rest = eval_parser().parse_known_args(argv)
@@ -165,7 +165,7 @@ def default_name(config, n: int, temperature: float) -> str:
 
 def run(argv: list[str], console: Console) -> int:
     from flywheel.pipelines.evaluation import EvalSpec, evaluate
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.pipelines.eval_stats import render_table
     try:
         args, options, config, checkpoint, out, iteration = settings(argv)

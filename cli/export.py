@@ -56,7 +56,7 @@ def export_checkpoint(run_dir: str, iteration: int | str, out: str) -> dict:
     """Write the checkpoint of `iteration` (an int, or "initial") of `run_dir` into `out` as a
     Hugging Face model folder; returns the provenance written beside it. Raises ExportError for
     a missing run or iteration, a non-empty `out`, or a backend without a Hugging Face format."""
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.policy.checkpoint import load_checkpoint
     from flywheel.schemas.storage import join
     from flywheel.policy.backends import POLICIES

@@ -59,7 +59,7 @@ def cmd_report(args, console: Console) -> int:
     from flywheel.reports.report import metric_table
     if args.html:
         from flywheel.reports.html import write_report
-        from flywheel.loop.layout import RunLayout
+        from flywheel.settings.layout import RunLayout
         layout = RunLayout(args.run_dir)
         if not layout.exists(layout.run_json) and not layout.exists(layout.table_dir("evaluations")):
             console.print(f"[red]error:[/] {escape(args.run_dir)} holds no run (no run.json) "

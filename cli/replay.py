@@ -28,7 +28,7 @@ from flywheel.loop.run_sandbox import RUN_MAY_CHOOSE, not_for_a_run_to_choose
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # Beam is imported when a replay runs, not for `flywheel --help`
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
 
 _GENERATED = re.compile(r"^(?P<domain>.+)-(?P<split>train|heldout)-(?P<index>\d+)$")
 
@@ -53,7 +53,7 @@ def add_parser(sub) -> None:
 def run_backend(args, rollout) -> tuple[str, dict]:
     """(backend name, options) to replay with: the command line's, else the run's when the run
     may choose it (RUN_MAY_CHOOSE); else ReplayError saying how to name one."""
-    from flywheel.loop.option_items import parse_options
+    from flywheel.settings.option_items import parse_options
     if args.sandbox:
         try:
             return args.sandbox, parse_options(tuple(args.sandbox_options), "--sandbox-options")
@@ -120,9 +120,9 @@ def replay_turns(task: dict, turns: list[dict], backend, observation_chars: int)
 
 
 def run(args, console) -> int:
-    from flywheel.loop.config import RunConfig
+    from flywheel.settings.config import RunConfig
     from flywheel.sandbox import get_backend
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     layout = RunLayout(args.run_dir)
     try:
         iteration, task_id, sample = parse_id(args.trajectory)

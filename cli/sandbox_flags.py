@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from flywheel.loop.option_items import parse_options, split_items
+from flywheel.settings.option_items import parse_options, split_items
 from flywheel.sandbox import BACKENDS
 
 

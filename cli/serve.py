@@ -23,7 +23,7 @@ import argparse
 import os
 import sys
 
-from flywheel.loop.option_items import parse_options, split_items
+from flywheel.settings.option_items import parse_options, split_items
 from flywheel.web.same_origin import parse_allowed_host
 from flywheel.web.service_limits import ServiceLimits
 from flywheel.web.service_token import default_token, is_loopback, read_named_tokens
@@ -166,7 +166,7 @@ def load_policy(model: str | None = None, run_dir: str | None = None,
     from flywheel.policy.device import pick_device
     device = pick_device()  # a GPU where there is one
     if run_dir:
-        from flywheel.loop.layout import RunLayout
+        from flywheel.settings.layout import RunLayout
         if model:
             raise ValueError("give --model or --run-dir, not both")
         layout = RunLayout(run_dir)

@@ -134,7 +134,7 @@ def _launch(args, console) -> int:
 
 def _start(args, device):
     """(policy, its digest, meta of the start) from --from-checkpoint or a fresh policy."""
-    from flywheel.loop.option_items import parse_options, split_items
+    from flywheel.settings.option_items import parse_options, split_items
     from flywheel.policy.checkpoint import load_checkpoint, policy_digest
     from flywheel.policy.backends import create_policy
     if args.from_checkpoint:

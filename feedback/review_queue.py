@@ -20,8 +20,8 @@ import hashlib
 
 import pyarrow.dataset as ds
 
-from flywheel.loop.config import ReviewSettings
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.config import ReviewSettings
+from flywheel.settings.layout import RunLayout
 from flywheel.schemas.write import write_rows
 
 QUEUE_COLUMNS = ["iteration", "domain", "task_id", "group_id", "sample_index", "prompt",

@@ -19,8 +19,8 @@ from collections import defaultdict
 
 import pyarrow.dataset as ds
 
-from flywheel.loop.config import ReviewSettings
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.config import ReviewSettings
+from flywheel.settings.layout import RunLayout
 from flywheel.feedback.review_queue import attempt_id, response_digest
 from flywheel.feedback.review_stats import (PASS_AT, agreement, audit_disagreement,
                                              matching_labels, usable_queue_row)

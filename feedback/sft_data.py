@@ -32,9 +32,9 @@ from flywheel.domains.episodes import turns_for
 from flywheel.domains.registry import get_domain, prepare_task
 from flywheel.domains.task_files import rows_of_file, where
 from flywheel.feedback.interaction_formats import message_problem
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.feedback.recorded_ids import SpellCheck
-from flywheel.loop.warm_start import demonstrated
+from flywheel.pipelines.demonstrations import demonstrated
 from flywheel.schemas import read_table
 from flywheel.trainer.preference import pair
 from flywheel.trainer.segments import segment_rows

@@ -33,7 +33,7 @@ A `.yaml`/`.yml` file holds the same keys, nested as YAML mappings.
     direct_running_mode = "multi_processing"
     direct_num_workers = 2
 
-The tables and keys are exactly `RunConfig`'s (loop/config.py); a key it does not have, or a
+The tables and keys are exactly `RunConfig`'s (settings/config.py); a key it does not have, or a
 value of the wrong type, is an error naming the key, the file and its line, before anything runs.
 A key that moved (`config.RENAMED_KEYS`: `train.loss` to `[algorithm]`, `rollout.max_turns` to
 `[episode]`) is an error naming its new home.
@@ -53,7 +53,7 @@ import types
 import typing
 from dataclasses import dataclass
 
-from flywheel.loop.config import RunConfig, renamed
+from flywheel.settings.config import RunConfig, renamed
 
 FILE_ONLY_KEYS = ("run_dir",)
 BEAM_TABLE = "beam"

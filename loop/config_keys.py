@@ -2,13 +2,13 @@
 
     flywheel run --set train.epochs=4 --set episode.context=cut --set rollout.domains=add,pyexpr
 
-A key is a field of `RunConfig` (loop/config.py): `seed`, `iterations`, and `TABLE.KEY` for each
+A key is a field of `RunConfig` (settings/config.py): `seed`, `iterations`, and `TABLE.KEY` for each
 field of its tables. Its type is the field's annotation, its default the dataclass's, its meaning
 the comment beside the field (else the help of the flag that sets it). A new field is a new key
 here, with no flag, parser or test of its own to write.
 
 A `--set` value is read as its type reads it from text (an integer, a number, true/false, a
-comma-separated list, a KEY=VALUE list whose values may be quoted: loop/option_items.py; a TOML
+comma-separated list, a KEY=VALUE list whose values may be quoted: settings/option_items.py; a TOML
 array `[...]` too) and then checked by the TOML reader's own check (loop/config_file.py), so a
 wrong value gets the message a config file gets, naming the key.
 """
@@ -24,9 +24,9 @@ import types
 import typing
 from dataclasses import dataclass
 
-from flywheel.loop.config import RunConfig, renamed
+from flywheel.settings.config import RunConfig, renamed
 from flywheel.loop.config_file import _checked, short_repr
-from flywheel.loop.option_items import split_items
+from flywheel.settings.option_items import split_items
 
 NONE_WORDS = ("none", "null")
 BOOLEANS = {"true": True, "yes": True, "on": True, "1": True,

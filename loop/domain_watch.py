@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.schemas import table_dataset
 from flywheel.schemas.read import scan_batches
 

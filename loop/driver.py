@@ -17,10 +17,10 @@ from pathlib import Path
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.loop.config import RunConfig
+from flywheel.settings.config import RunConfig
 from flywheel.loop.iteration import (Event, checkpoint_after, commit, evaluate_policy, roll_out,
                                      update_checkpoints)
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.loop.overlap import run_overlapped
 from flywheel.loop.run_sandbox import not_for_a_run_to_choose
 from flywheel.feedback.review_rewards import review_before_update

@@ -14,9 +14,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.loop import domain_watch
 from flywheel.loop.episode_watch import EpisodeWatch
-from flywheel.loop.config import RunConfig
-from flywheel.loop.layout import RunLayout
-from flywheel.loop.steering_plan import plan_iteration
+from flywheel.settings.config import RunConfig
+from flywheel.settings.layout import RunLayout
+from flywheel.pipelines.steering_plan import plan_iteration
 from flywheel.loop.top_up import top_up
 from flywheel.pipelines.rollout import IterationSpec, run_rollout, task_ranges
 from flywheel.transforms.episode_journal import EpisodeJournal, journal_folder

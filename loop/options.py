@@ -19,10 +19,10 @@ import argparse
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.loop.config import RunConfig, parse_options
+from flywheel.settings.config import RunConfig, parse_options
 from flywheel.loop.config_keys import parse_set
-from flywheel.loop.option_items import split_items
-from flywheel.loop.steering_plan import check_steering
+from flywheel.settings.option_items import split_items
+from flywheel.pipelines.steering_plan import check_steering
 from flywheel.sandbox import available_backends, check_options
 from flywheel.transforms.context_strategies import CONTEXTS
 from flywheel.trainer.aggregation import AGGREGATIONS

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.loop.config import RunConfig
+from flywheel.settings.config import RunConfig
 from flywheel.loop.iteration import (checkpoint_after, commit, evaluate_policy, roll_out,
                                      update_checkpoints)
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.feedback.review_rewards import review_before_update
 from flywheel.trainer.distributed import die_with_launcher
 from flywheel.trainer.train_job import raise_refusal, spec_of

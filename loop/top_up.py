@@ -24,9 +24,9 @@ from collections.abc import Callable
 import pyarrow.compute as pc
 
 from flywheel.domains.registry import generating_domains
-from flywheel.loop.config import RunConfig
-from flywheel.loop.layout import RunLayout
-from flywheel.loop.steering_plan import SamplingPlan
+from flywheel.settings.config import RunConfig
+from flywheel.settings.layout import RunLayout
+from flywheel.pipelines.steering_plan import SamplingPlan
 from flywheel.steering.budgets import Budget, quotas
 from flywheel.steering.samplers import Policy
 from flywheel.transforms.tasks import TaskRange

@@ -21,16 +21,15 @@ from collections.abc import Callable
 
 import torch
 
-from flywheel.domains.episodes import TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
-from flywheel.loop.config import RunConfig, parse_options
+from flywheel.settings.config import RunConfig, parse_options
+from flywheel.pipelines.demonstrations import demonstrated
 from flywheel.pipelines.plain_rollout import pass_rate_by_domain, plain_rollout
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy
 from flywheel.policy.device import pick_device
 from flywheel.trainer.supervised import supervised_step
 from flywheel.transforms.generate import fit_prompt
-from flywheel.transforms.turn import observation_ids
 
 VALIDATION_OFFSET = 10_000_000   # validation tasks: train split, an index range rollouts never reach
 DEMONSTRATION_OFFSET = 20_000_000
@@ -45,23 +44,6 @@ def has_demonstrations(domain, seed: int) -> bool:
         return True
     except (NotImplementedError, RuntimeError, KeyError, ValueError):
         return False
-
-
-def demonstrated(policy, domain, task: dict, rng,
-                 run_max_turns: int | TurnLimits) -> tuple[list[int], list[int]]:
-    """(ids, loss mask) of a demonstration: one response, or for a multi-turn domain a whole
-    episode (actions and the observations between them, as the rollout appends them; only the
-    actions are trained on)."""
-    if turns_for(domain, run_max_turns) == 1:
-        ids = policy.encode_response(domain.demonstration(task, rng))
-        return ids, [1] * len(ids)
-    ids, mask = [], []
-    for action, observation in domain.demonstration_turns(task, rng):
-        action_ids = policy.encode_response(action)
-        seen = observation_ids(policy, observation) if observation is not None else []
-        ids += action_ids + seen
-        mask += [1] * len(action_ids) + [0] * len(seen)
-    return ids, mask
 
 
 def _pick(domains: list, retired: set[str], rng: random.Random):

@@ -25,8 +25,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.domain import Domain
 from flywheel.domains.registry import generating_domains, get_domain
-from flywheel.loop.config import RunConfig
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.config import RunConfig
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import MAX_PROMPT_BYTES, policy_args, sample_and_score
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG, count

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.loop.config import RunConfig, parse_options
-from flywheel.loop.layout import RunLayout
-from flywheel.loop.steering_plan import SamplingPlan
+from flywheel.settings.config import RunConfig, parse_options
+from flywheel.settings.layout import RunLayout
+from flywheel.pipelines.steering_plan import SamplingPlan
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.errors import ERRORS_TAG
 from flywheel.sandbox.pool import CONCURRENCY

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.reports.plots import Plot, png
 
 PARTS = ("sampling", "queue wait", "tools")

@@ -40,7 +40,7 @@ import html
 import matplotlib
 from matplotlib.figure import Figure
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.reports.episode_timing import episode_timing_plot
 from flywheel.reports.eval_html import ablation_plot, eval_curves_plot, scaling_section
 from flywheel.reports.plots import ALL, Plot, draw_lines, png, text

@@ -58,7 +58,7 @@ def render_panel(rows: list[dict], backend, seed: int, tasks: dict | None = None
 def render_panel_for_run(run_dir: str, iteration: int | None = None, backend: str = "local", count: int = 2,
                          tasks: dict | None = None) -> str:
     """The panel of a run's iteration (default: its last committed one); "" when it has none."""
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.families.render.render_again import open_backend
     from flywheel.schemas import read_table
     layout = RunLayout(run_dir)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from rich.table import Table
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.reports.sql import query
 from flywheel.schemas import read_table, resolve_uri
 

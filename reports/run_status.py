@@ -20,7 +20,7 @@ import time
 from collections import Counter
 
 from flywheel.loop.episode_watch import ended_episodes
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 
 STATUS_FILE = "status.json"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import duckdb
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.schemas import TABLES
 from flywheel.steering.history import ERROR_SET_SQL, TASK_HISTORY_SQL, view_sql
 

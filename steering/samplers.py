@@ -34,7 +34,7 @@ LEFTOVER_ORDER = ("band", "any", "unseen", "outside", "error")
 
 @dataclass(frozen=True)
 class Policy:
-    """The sampler's settings (loop/config.py SteeringSettings' curriculum part)."""
+    """The sampler's settings (settings/config.py SteeringSettings' curriculum part)."""
     band: tuple[float, float] = (0.2, 0.8)
     explore: float = 0.25
     solved_decay: float = 0.25

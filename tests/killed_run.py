@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 
 
 def kill_while_iteration_1_writes(cmd: list[str], run_dir, within_s: float) -> RunLayout:

@@ -1,7 +1,7 @@
 """Small run configurations that exercise every stage in seconds (the `tiny` fixture of
 tests/conftest.py gives `tiny_config`)."""
 
-from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig, WarmStartSettings
+from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig, WarmStartSettings
 from flywheel.trainer.train_step import TrainConfig
 
 

@@ -64,7 +64,7 @@ def violations(root: Path) -> list[str]:
 def test_the_table_names_every_folder_of_the_package():
     table = rules(ROOT)
     assert set(table) == {"registry", "schemas", "sandbox", "domains", "families", "records", "verifiers", "trainer", "cli", "reports",
-                          "transforms", "pipelines", "steering", "web", "loop", "feedback", "policy"}
+                          "transforms", "pipelines", "steering", "web", "loop", "feedback", "policy", "settings"}
     packaged = re.findall(r'"flywheel\.(\w+)" = "(\w+)"', (ROOT / "pyproject.toml").read_text())
     assert {folder for _, folder in packaged} == set(table)
 

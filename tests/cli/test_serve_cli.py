@@ -147,7 +147,7 @@ def test_token_files(tmp_path):
 
 
 def test_a_run_dir_serves_its_last_committed_checkpoint(tmp_path):
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.policy.checkpoint import save_checkpoint
     from flywheel.policy.backends import POLICIES
     layout = RunLayout(str(tmp_path / "demo"))

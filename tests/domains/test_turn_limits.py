@@ -6,8 +6,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.episodes import TurnLimits, turns_for
 from flywheel.domains.registry import get_domain
-from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
+from flywheel.settings.layout import RunLayout
 from flywheel.loop.options import FlywheelOptions
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.transforms.episodes import turn_stages

@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from flywheel.loop.config import ReviewSettings
+from flywheel.settings.config import ReviewSettings
 from flywheel.loop.driver import run_iterations
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.feedback.review_page import ReviewServer
 from flywheel.reports.sql import query
 

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from flywheel.loop.config import ReviewSettings
+from flywheel.settings.config import ReviewSettings
 from flywheel.loop.driver import run_iterations
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.feedback.review_queue import audited, observation_text
 from flywheel.feedback.review_rewards import reviewed_groups, scores_by_attempt
 from flywheel.reports.sql import query
@@ -144,7 +144,7 @@ def test_observations_are_cut_in_the_middle():
 def test_labels_join_an_overlapped_update(tmp_path):
     """--max-staleness 1: the trainer lane admits reviewed rows sampled max_staleness + max_wait
     versions back; the rows say reward_source = 'review'."""
-    from flywheel.loop.config import OverlapSettings
+    from flywheel.settings.config import OverlapSettings
     tasks = open_ended_tasks(tmp_path / "tasks.jsonl", n=1)
     base = tiny_config()
     config = dataclasses.replace(

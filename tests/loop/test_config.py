@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from flywheel.loop.config import RunConfig, parse_options
+from flywheel.settings.config import RunConfig, parse_options
 from flywheel.loop.driver import RunConfigMismatch, open_run
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.trainer.algorithm import Algorithm
 
 

@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from flywheel.loop.config import RunConfig
+from flywheel.settings.config import RunConfig
 from flywheel.loop.config_file import ConfigFileError, config_toml, read_config_file
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.schemas import TABLES
 from flywheel.trainer.algorithm import Algorithm
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from flywheel.cli.main import main
 from flywheel.cli.run import run_settings
-from flywheel.loop.config import RunConfig
+from flywheel.settings.config import RunConfig
 
 KEYS = sorted(f"{table}.{key}" if isinstance(values, dict) else table
               for table, values in RunConfig().to_dict().items()

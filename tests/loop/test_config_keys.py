@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.loop.config import RunConfig
+from flywheel.settings.config import RunConfig
 from flywheel.loop.config_keys import config_keys, parse_set
 from flywheel.loop.options import OLD_FLAGS, RUN_FLAGS, FlywheelOptions
 

@@ -8,7 +8,7 @@ import pytest
 
 from flywheel.domains.registry import DEFAULT_DOMAINS
 from flywheel.loop.driver import RunConfigMismatch, run_iterations
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.reports.sql import query
 from flywheel.schemas import SCHEMA_VERSION
 from flywheel.policy.checkpoint import load_checkpoint

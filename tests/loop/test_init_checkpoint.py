@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
-from flywheel.loop.config import PolicySpec
+from flywheel.settings.config import PolicySpec
 from flywheel.loop.driver import RunConfigMismatch, run_iterations
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.policy.checkpoint import load_checkpoint, recorded_digest
 
 from tests.run_configs import tiny_config

@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from flywheel.loop.option_items import parse_options, split_items
+from flywheel.settings.option_items import parse_options, split_items
 
 
 @pytest.mark.parametrize("text, items, options", [

@@ -9,7 +9,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.loop.options import FlywheelOptions
 from flywheel.pipelines.rollout import IterationSpec, Rollout
 

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from flywheel.loop.config import OverlapSettings
+from flywheel.settings.config import OverlapSettings
 from flywheel.loop.driver import run_iterations
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.reports.sql import query
 from flywheel.policy.checkpoint import recorded_digest
 

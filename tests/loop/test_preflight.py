@@ -8,7 +8,7 @@ import os
 import pytest
 
 from flywheel.cli.main import main
-from flywheel.loop.config import RunConfig
+from flywheel.settings.config import RunConfig
 from flywheel.loop.preflight import setup_problems
 from tests.domains.conftest import environments_root
 

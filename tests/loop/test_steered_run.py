@@ -1,4 +1,4 @@
-"""A steered run end to end (loop/steering_plan.py, transforms/sample_by_budget.py): the
+"""A steered run end to end (pipelines/steering_plan.py, transforms/sample_by_budget.py): the
 budget's quotas over built-in and task-file domains, the curriculum's revisits, the plan and
 `steer/*` metrics, the same selection on a rerun, and an unsteered plan that is today's."""
 
@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from flywheel.loop.config import RunConfig, SteeringSettings
+from flywheel.settings.config import RunConfig, SteeringSettings
 from flywheel.loop.driver import run_iterations
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import task_ranges
-from flywheel.loop.steering_plan import plan_iteration
+from flywheel.pipelines.steering_plan import plan_iteration
 from flywheel.reports.sql import query
 
 from tests.run_configs import tiny_config

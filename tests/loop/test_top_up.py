@@ -3,10 +3,10 @@ tasks, bounded in rounds and attempts, never stalling, its cost in `steer/top_up
 
 import pytest
 
-from flywheel.loop.config import RunConfig
+from flywheel.settings.config import RunConfig
 from flywheel.loop.driver import run_iterations
-from flywheel.loop.layout import RunLayout
-from flywheel.loop.steering_plan import SamplingPlan
+from flywheel.settings.layout import RunLayout
+from flywheel.pipelines.steering_plan import SamplingPlan
 from flywheel.loop.top_up import TOP_UP_BASE, batch_signal, round_plan
 from flywheel.reports.sql import query
 from flywheel.schemas import TABLES

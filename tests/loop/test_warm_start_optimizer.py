@@ -5,9 +5,9 @@ fresh Adam, whose first step moves every weight by about the learning rate."""
 import pytest
 import torch
 
-from flywheel.loop.config import RunConfig
+from flywheel.settings.config import RunConfig
 from flywheel.loop.driver import run_iterations
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.policy.checkpoint import load_checkpoint
 
 from tests.run_configs import tiny_config

@@ -5,7 +5,7 @@ the rollout's named steps, and the worker image and package options reach it."""
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 
 from tests.run_configs import tiny_config

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from flywheel.cli import main as cli_main
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.reports.sql import query
 from flywheel.transforms.policy_model import close_worker_model
 

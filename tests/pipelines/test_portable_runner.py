@@ -10,7 +10,7 @@ import time
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 
 from tests.run_configs import tiny_config

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from flywheel.domains.registry import get_domain
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.cli.replay import replay_turns
 from flywheel.sandbox import get_backend
 

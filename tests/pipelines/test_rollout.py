@@ -6,7 +6,7 @@ import pytest
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.schemas import validate_table
 

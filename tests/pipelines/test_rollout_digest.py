@@ -5,7 +5,7 @@ import pytest
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.schemas import SCHEMA_VERSION
 from flywheel.policy.checkpoint import policy_digest, save_checkpoint

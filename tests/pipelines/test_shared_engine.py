@@ -5,7 +5,7 @@ the weights already running loads nothing (counters `engine_starts`, `weight_loa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.policy.checkpoint import save_checkpoint
 from flywheel.policy.backends import create_policy

@@ -52,9 +52,9 @@ def test_a_rollout_with_episodes_draws_its_own_numbers(tmp_path):
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from flywheel.domains.episode_settings import EpisodeSettings
-    from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+    from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
     from flywheel.loop.iteration import roll_out
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.reports.html import render_report
     config = RunConfig(seed=3, policy=PolicySpec(), episode=EpisodeSettings(max_turns=2),
                        rollout=RolloutSettings(domains=("fix_function",), tasks_per_domain=2,

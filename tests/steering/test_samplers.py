@@ -73,7 +73,7 @@ def test_weights_decide_how_often_a_task_is_taken():
 def test_bad_policy_settings_name_the_setting(field, value, words):
     from dataclasses import replace
 
-    from flywheel.loop.config import SteeringSettings
+    from flywheel.settings.config import SteeringSettings
     settings = replace(SteeringSettings(), **{field: value})
     if field == "error_share":
         settings = replace(settings, explore=0.5)

@@ -11,7 +11,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.loop.episode_watch import EpisodeWatch, ended_episodes
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import run_rollout
 from flywheel.transforms.episode_journal import EpisodeJournal, episode_key, journal_folder
 

@@ -14,8 +14,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.tools import ToolCall, render_call
-from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, Rollout, run_rollout
 from flywheel.schemas import read_table, rows_to_file_table
 from flywheel.schemas.tables import TURN

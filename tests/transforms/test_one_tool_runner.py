@@ -13,8 +13,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
-from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.sandbox import SandboxBackend, SandboxError, get_backend, register_backend
 

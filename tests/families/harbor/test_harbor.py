@@ -132,7 +132,7 @@ def test_reward_files_read_as_harbor_reads_them(files, reward, kind):
 def test_a_scripted_run_solves_every_example(tmp_path):
     from flywheel.cli.main import main
     from flywheel.domains.tools import ToolCall, render_call
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     tasks = examples()
     script = tmp_path / "script.jsonl"
     script.write_text("".join(json.dumps({"prompt": t["prompt"], "actions": [

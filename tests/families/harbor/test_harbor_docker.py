@@ -69,7 +69,7 @@ def test_a_scripted_run_solves_every_example_on_docker(daemon, monkeypatch, tmp_
     from flywheel.cli.tasks import load_tasks
     from flywheel.domains.tools import ToolCall, render_call
     from flywheel.families.harbor.images import build_task_image
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     monkeypatch.setenv("DOCKER_HOST", daemon.url)
     tasks, problems = load_tasks([str(EXAMPLES)])
     assert not problems

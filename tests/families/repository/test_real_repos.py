@@ -272,7 +272,7 @@ def native_rows(tasks, actions) -> str:
 @pytest.mark.parametrize("backend", ["local", "docker"])
 def test_golden_trajectories_solve_every_row_through_flywheel_run(backend, tasks, tmp_path, request,
                                                                   monkeypatch):
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     if backend == "docker":
         use_private_dockerd(request, monkeypatch)
     actions = {i: golden_actions(t) for i, t in tasks.items()}

@@ -8,7 +8,7 @@ import pytest
 from flywheel.domains.registry import get_domain
 from flywheel.domains.tool_runner import ToolRunner
 from flywheel.domains.tools import ToolCall, ToolCallError, parse_action, render_call
-from flywheel.loop.warm_start import demonstrated
+from flywheel.pipelines.demonstrations import demonstrated
 from flywheel.policy.backends import create_policy
 from flywheel.policy.backends.tiny import tokens
 from flywheel.verifiers import get_verifier

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from flywheel.cli.main import main
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.layout import RunLayout
 from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy

@@ -5,8 +5,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.tools import RUN_TESTS, SUBMIT
-from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
+from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, run_rollout
 from flywheel.policy.backends import create_policy
 

@@ -58,7 +58,7 @@ def scored(policy, rows):
 
 
 def test_smollm2_with_vllm_runs_a_mixed_iteration_whose_tables_hold_its_ids(tmp_path):
-    from flywheel.loop.layout import RunLayout
+    from flywheel.settings.layout import RunLayout
     from flywheel.policy.backends.hf.vllm_engine import vllm_missing
     from flywheel.policy.checkpoint import load_checkpoint, recorded_digest
     if (why := vllm_missing()) is not None:

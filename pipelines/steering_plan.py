@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 
 from flywheel.domains.registry import generating_domains
-from flywheel.loop.config import RunConfig, SteeringSettings
-from flywheel.loop.layout import RunLayout
+from flywheel.settings.config import RunConfig, SteeringSettings
+from flywheel.settings.layout import RunLayout
 from flywheel.steering.budgets import Budget, quotas
 from flywheel.steering.history import task_history
 from flywheel.steering.samplers import SAMPLERS, Policy, priority

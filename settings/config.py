@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from flywheel.domains.episode_settings import EpisodeSettings
 from flywheel.domains.registry import DEFAULT_DOMAINS
-from flywheel.loop.option_items import parse_options  # noqa: F401 (its home for callers)
+from flywheel.settings.option_items import parse_options  # noqa: F401 (its home for callers)
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.train_step import TrainConfig
 
