@@ -44,8 +44,10 @@ class AttemptCoder(beam.coders.Coder):
     precision; the sandbox result and the episode state as their fields), deterministically
     encoded."""
 
-    def __init__(self):
-        self._values = beam.coders.FastPrimitivesCoder().as_deterministic_coder("Attempt")
+    def __init__(self, values: beam.coders.Coder | None = None):
+        """`values`: the coder of the field values (default: Beam's deterministic primitives
+        coder, which pickles a value of a type it does not know)."""
+        self._values = values or beam.coders.FastPrimitivesCoder().as_deterministic_coder("Attempt")
 
     def encode(self, attempt: Attempt) -> bytes:
         return self._values.encode(tuple(

@@ -14,8 +14,10 @@ leaves nothing of the episodes that did finish. With it:
 A file is written whole or not at all (a temporary file renamed into place; object stores create
 an object whole), so a kill mid-write leaves no half record: a file that does not read back is
 ignored and the episode runs again. The driver removes an iteration's journal once the iteration
-is committed. The files hold what the run itself produced and are read only by the run that owns
-the folder, as its checkpoints are.
+is committed. The files are read back without pickle: values are Beam's primitives
+(numbers, strings, bytes, lists, tuples, dicts, None), and a type that would need pickling is
+refused on write (the episode is then simply not journaled; `episode_journal_errors` counts it)
+and on read (the entry is ignored), so a run folder others can write cannot run code in a resume.
 
 File layout: MAGIC, then three length-prefixed parts: a JSON header (what progress and status
 show, and the digest of the weights that sampled the episode), the attempt (AttemptCoder) and the
@@ -68,8 +70,8 @@ class EpisodeJournal:
 
     def __init__(self, folder: str):
         self.folder = folder
-        self._coder = AttemptCoder()
-        self._errors = beam.coders.FastPrimitivesCoder().as_deterministic_coder("errors")
+        self._errors = beam.coders.FastPrimitivesCoder(fallback_coder=_NoPickle())
+        self._coder = AttemptCoder(values=self._errors)
 
     def path(self, key: str) -> str:
         return FileSystems.join(self.folder, key + SUFFIX)
@@ -144,6 +146,19 @@ class EpisodeJournal:
         if FileSystems.exists(self.folder):
             FileSystems.delete([self.folder.rstrip("/") + "/" if "://" in self.folder
                                 else self.folder])
+
+
+class _NoPickle(beam.coders.Coder):
+    """The primitives coder's fallback here: no value is pickled, and none is unpickled."""
+
+    def encode(self, value):
+        raise TypeError(f"a journal entry holds only primitives, not a {type(value).__name__}")
+
+    def decode(self, encoded):
+        raise ValueError("a journal entry holds a pickled value: refused")
+
+    def is_deterministic(self) -> bool:
+        return True
 
 
 def _split(data: bytes, n: int) -> list[bytes]:

@@ -137,3 +137,34 @@ def test_kill_9_mid_rollout_keeps_the_ended_episodes_and_the_resume_takes_them(t
     assert not os.path.exists(journal.folder)  # committed: the tables hold them
     log = (run_dir / "run.log").read_text() if (run_dir / "run.log").exists() else ""
     assert "episode " in log or "episodes ended" in done.stdout
+
+
+class _Canary:
+    """Unpickling this writes a file: what a planted journal entry would do in a resume."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_an_entry_that_needs_unpickling_is_refused_and_runs_nothing(uninterrupted, tmp_path):
+    from flywheel.transforms.attempt_coder import AttemptCoder
+    from flywheel.transforms.episode_journal import _LEN, MAGIC
+    source, _, _ = uninterrupted
+    there = EpisodeJournal(journal_folder(str(source), SPEC.iteration))
+    header = there.headers()[0]
+    entry = there.read(header["key"])
+    canary = tmp_path / "canary"
+    planted = entry.attempt.replace(task={**entry.attempt.task, "x": _Canary(str(canary))})
+    import json as _json
+    parts = [_json.dumps(header).encode(), AttemptCoder().encode(planted),  # Beam's pickling coder
+             there._errors.encode([])]
+    here = EpisodeJournal(str(tmp_path / "journal"))
+    os.makedirs(here.folder)
+    with open(here.path(header["key"]), "wb") as f:
+        f.write(MAGIC + b"".join(_LEN.pack(len(p)) + p for p in parts))
+    assert here.read(header["key"]) is None and not canary.exists()
+    with pytest.raises(TypeError, match="only primitives"):  # nor is such a value written
+        here.write(planted, [], header["digest"], 1.0)
