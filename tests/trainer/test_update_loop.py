@@ -73,6 +73,7 @@ def _max_diff(a: dict, b: dict) -> float:
     return max((a[k].float() - b[k].float()).abs().max().item() for k in a)
 
 
+@pytest.mark.slow  # a torchrun launch; the quick tier keeps RL's (tests/trainer/test_distributed.py)
 @pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
                     reason="this torch build has no torch.distributed with gloo")
 def test_sft_and_dpo_under_two_ranks_take_the_single_process_steps(tmp_path):
