@@ -157,18 +157,21 @@ def apply_answer(ud, plan, known, pristine):
     if not patch.strip():
         return None, ""  # no change: nothing to apply, the checks run on the snapshot
 
-    def own():
-        files = {}
-        for rel in ud.changed_paths(patch):
-            full = h.inside(rel)
-            if os.path.isfile(full):
-                files[rel] = h.read_text(full, 1 << 24)[0]
-        for rel, text in ud.apply_diff(files, patch).items():
-            if text is None:
-                os.unlink(h.inside(rel))
-            else:
-                h.write(h.inside(rel), text)
-
     applied, applier, output = apply(patch, max(5.0, plan["budget_s"] * 0.15),
-                                     lambda: pristine.reset(known), own)
+                                     lambda: pristine.reset(known), lambda: apply_own(ud, patch))
     return (None if applied else (output.strip() or "the patch does not apply")), applier
+
+
+def apply_own(ud, patch):
+    """Apply `patch` to the tree with our own applier (unified_diff.py); ValueError, TypeError
+    or OSError when it does not apply."""
+    files = {}
+    for rel in ud.changed_paths(patch):
+        full = h.inside(rel)
+        if os.path.isfile(full):
+            files[rel] = h.read_text(full, 1 << 24)[0]
+    for rel, text in ud.apply_diff(files, patch).items():
+        if text is None:
+            os.unlink(h.inside(rel))
+        else:
+            h.write(h.inside(rel), text)

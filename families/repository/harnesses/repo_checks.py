@@ -171,16 +171,7 @@ def apply_test_patch(ud, patch):
     if not patch.strip():
         return None
     try:
-        files = {}
-        for rel in ud.changed_paths(patch):
-            full = h.inside(rel)
-            if os.path.isfile(full):
-                files[rel] = h.read_text(full, 1 << 24)[0]
-        for rel, text in ud.apply_diff(files, patch).items():
-            if text is None:
-                os.unlink(h.inside(rel))
-            else:
-                h.write(h.inside(rel), text)
+        h.load_sibling("apply_chain").apply_own(ud, patch)
     except (ValueError, TypeError, OSError) as e:
         return f"the task's test_patch does not apply: {e}"[:600]
     return None
