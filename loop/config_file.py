@@ -206,7 +206,7 @@ def _name(hint) -> str:
 
 def _beam_args(beam: dict, fail) -> list[str]:
     """The [beam] table as flags; a name no Beam option has is an error naming the closest."""
-    from flywheel.loop.flag_check import known_flags
+    from flywheel.loop.flag_check import known_flags, unknown_arguments
     known = {f.lstrip("-") for f in known_flags() if f.startswith("--")}
     args = []
     for name, value in beam.items():
@@ -220,11 +220,13 @@ def _beam_args(beam: dict, fail) -> list[str]:
         if not all(isinstance(item, (str, int, float)) for item in items):
             raise fail(f"{BEAM_TABLE}.{name}", f"`{BEAM_TABLE}.{name}` must be a string, number, true "
                        f"or false (or an array of them), got {short_repr(value)}")
-        for item in items:
-            if item is True:
-                args.append(f"--{name}")
-            elif item is not False:
-                args.append(f"--{name}={item}")
+        flags = [f"--{name}" if item is True else f"--{name}={item}"
+                 for item in items if item is not False]
+        wrong = unknown_arguments(flags)  # Beam's own parser: a value its option does not take
+        if wrong:
+            raise fail(f"{BEAM_TABLE}.{name}", f"`{BEAM_TABLE}.{name}` = {short_repr(value)}: "
+                       f"{wrong[0]}")
+        args += flags
     return args
 
 

@@ -123,7 +123,8 @@ def test_flags_override_the_file_and_print_config_exits(tmp_path, capsys):
         f"error: {tmp_path}/bad.toml: line 2: unknown key `rollout.zzzzzz`; [rollout] takes "
         "domains, ")  # brackets shown, not read as markup
     assert told("[beam]\ndirect_running_mode = 'fast'\n").startswith(
-        f"error: {tmp_path}/bad.toml: [beam]: argument --direct_running_mode: invalid choice: 'fast'")
+        f"error: {tmp_path}/bad.toml: line 2: `beam.direct_running_mode` = 'fast': argument "
+        "--direct_running_mode: invalid choice: 'fast'")
 
 
 TIMING_AND_IDENTITY = {"run_id", "started_at", "finished_at", "created_at", "sandbox_wall_ms",
