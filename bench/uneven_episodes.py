@@ -87,8 +87,12 @@ def batch_seconds(script: str, n: int, turns: int, seed: int, extra: list[str]) 
     """Wall time of one rollout of the scripted batch (in-memory DirectRunner), and its episode
     ends."""
     from apache_beam.options.pipeline_options import PipelineOptions
-    from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
-    from flywheel.settings.layout import RunLayout
+    try:
+        from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
+        from flywheel.settings.layout import RunLayout
+    except ImportError:  # a checkout from before settings/ (the lockstep baseline, e92297c)
+        from flywheel.loop.config import PolicySpec, RolloutSettings, RunConfig
+        from flywheel.loop.layout import RunLayout
     from flywheel.pipelines.rollout import IterationSpec, run_rollout
     run_dir = tempfile.mkdtemp(prefix="bench-uneven-run-")
     config = RunConfig(seed=seed, policy=PolicySpec("scripted", options=(f"script={script}",)),
