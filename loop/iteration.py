@@ -19,7 +19,7 @@ from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.steering_plan import plan_iteration
 from flywheel.loop.top_up import top_up
 from flywheel.pipelines.rollout import IterationSpec, run_rollout, task_ranges
-from flywheel.transforms.episode_journal import EpisodeJournal, journal_folder
+from flywheel.transforms.episode_journal import journal_folder
 from flywheel.transforms.write_tables import write_parquet
 
 Event = Callable[[str, dict], None]
@@ -136,6 +136,6 @@ def commit(layout: RunLayout, info: dict, k: int, rollout: dict, stats: dict,
                "stages": {**rollout["stages"], "train": list(train_window)},
                "driver_peak_rss_mb": {**rollout["driver_peak_rss_mb"], "train": peak_rss_mb()}}
     layout.write_json(layout.commit_marker(k), summary)
-    EpisodeJournal(journal_folder(layout.root, k)).delete()  # its tables hold every episode now
+    layout.delete_paths([journal_folder(layout.root, k)])  # its tables hold every episode now
     event("iteration_end", summary)
     return summary

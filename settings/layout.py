@@ -6,12 +6,12 @@ Paths go through apache_beam.io.filesystems, so a local folder and gs://bucket/p
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
 from flywheel.transforms.gcs_credentials import anonymous_for_emulator
+from flywheel.transforms.whole_file import write_whole
 
 from flywheel.schemas import TABLES, read_table, table_dataset
 from flywheel.schemas.tables import KEPT_TABLES, PARTITION_COLUMNS
@@ -65,18 +65,8 @@ class RunLayout:
 
     def write_json(self, path: str, value) -> None:
         """Write atomically: a marker cut short by a kill must not look complete."""
-        data = json.dumps(value, indent=2, sort_keys=True, default=str).encode()
-        if "://" in path:  # object stores create an object whole or not at all
-            with FileSystems.create(path) as f:
-                f.write(data)
-            return
-        _ensure_parent(path)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_whole(path, json.dumps(value, indent=2, sort_keys=True, default=str).encode(),
+                    durable=True)
 
     def read_json(self, path: str):
         with FileSystems.open(path) as f:
@@ -95,22 +85,18 @@ class RunLayout:
         paths = [self.table_dir(t, iteration) for t in TABLES
                  if t not in keep and t not in KEPT_TABLES and "iteration" in PARTITION_COLUMNS[t]]
         paths += [self.checkpoint(iteration), self.join("iterations", str(iteration))]
-        self._delete(paths)
+        self.delete_paths(paths)
 
     def delete_update(self, iteration: int) -> None:
         """Remove what an interrupted update of iteration K wrote (its checkpoint and trainer
         metrics), keeping its rollout: it is trained again from the same rows."""
-        self._delete([self.checkpoint(iteration),
+        self.delete_paths([self.checkpoint(iteration),
                       self.join(self.table_dir("metrics", iteration), "trainer.parquet")])
 
-    def _delete(self, paths: list[str]) -> None:
+    def delete_paths(self, paths: list[str]) -> None:
+        """Remove each of `paths` (a file or a folder, local or on an object store) that exists."""
         for path in paths:
             if FileSystems.exists(path):
                 # object stores delete a "directory" as the prefix ending in '/'
                 is_dir = "://" in path and not path.endswith(".parquet")
                 FileSystems.delete([path.rstrip("/") + "/" if is_dir else path])
-
-
-def _ensure_parent(path: str) -> None:
-    if "://" not in path:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -14,7 +14,7 @@ leaves nothing of the episodes that did finish. With it:
 A file is written whole or not at all (a temporary file renamed into place; object stores create
 an object whole), so a kill mid-write leaves no half record: a file that does not read back is
 ignored and the episode runs again. The driver removes an iteration's journal once the iteration
-is committed. The files are read back without pickle: values are Beam's primitives
+is committed (`RunLayout.delete_paths`). The files are read back without pickle: values are Beam's primitives
 (numbers, strings, bytes, lists, tuples, dicts, None), and a type that would need pickling is
 refused on write (the episode is then simply not journaled; `episode_journal_errors` counts it)
 and on read (the entry is ignored), so a run folder others can write cannot run code in a resume.
@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
 import time
-import uuid
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -39,6 +37,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from flywheel.records.attempt import Attempt
 from flywheel.transforms.attempt_coder import AttemptCoder
+from flywheel.transforms.whole_file import write_whole
 
 MAGIC = b"flywheel-episode 1\n"
 SUFFIX = ".episode"
@@ -81,23 +80,15 @@ class EpisodeJournal:
         header = {"key": episode_key(attempt), "task_id": attempt.task_id,
                   "domain": attempt.domain, "mode": attempt.mode,
                   "sample_index": attempt.sample_index, "turns": len(attempt.turns),
-                  "end": attempt.episode.end if attempt.episode is not None else attempt.episode_end,
+                  "end": attempt.episode_end,
                   "errors": len(errors), "seconds": round(seconds, 3), "digest": digest,
                   "ended_at": time.time()}
         parts = [json.dumps(header, sort_keys=True).encode(), self._coder.encode(attempt),
                  self._errors.encode(list(errors))]
         data = MAGIC + b"".join(_LEN.pack(len(p)) + p for p in parts)
         path = self.path(header["key"])
-        if "://" in path:  # an object store creates the object whole or not at all
-            with FileSystems.create(path) as f:
-                f.write(data)
-            return path
-        os.makedirs(self.folder, exist_ok=True)
-        tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-        with open(tmp, "wb") as f:
-            f.write(data)  # no fsync: a killed process's writes survive it (a power cut is not
-        os.replace(tmp, path)  # guarded against: the episode then simply runs again)
-        return path
+        write_whole(path, data)  # no fsync: a killed process's writes survive it (after a power
+        return path              # cut the episode simply runs again)
 
     def read(self, key: str) -> JournalEntry | None:
         """The entry of `key`, or None when there is none or it does not read back whole."""
@@ -140,12 +131,6 @@ class EpisodeJournal:
         except Exception:  # noqa: BLE001 - no folder yet
             return []
         return [m.path for m in matched.metadata_list]
-
-    def delete(self) -> None:
-        """Remove the folder (the iteration is committed: its tables hold every episode)."""
-        if FileSystems.exists(self.folder):
-            FileSystems.delete([self.folder.rstrip("/") + "/" if "://" in self.folder
-                                else self.folder])
 
 
 class _NoPickle(beam.coders.Coder):

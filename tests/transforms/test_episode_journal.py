@@ -97,7 +97,7 @@ def test_the_watch_sends_one_event_per_ended_episode_and_status_counts_them(unin
         {(h["task_id"], h["sample_index"]) for h in headers[1:4]}
     counted = ended_episodes(str(tmp_path), 3)
     assert counted["ended"] == 4 and sum(counted["by_end"].values()) == 4
-    journal.delete()
+    RunLayout(str(tmp_path)).delete_paths([folder])  # as the commit of the iteration does
     assert ended_episodes(str(tmp_path), 3) is None
 
 
