@@ -26,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "families"))
+from conftest import copy_packages  # noqa: E402  pytest laid out as `flywheel env build` lays it
 
 
 def make_diff(before: dict, after: dict) -> str:
@@ -40,17 +41,7 @@ def make_diff(before: dict, after: dict) -> str:
 
 def environment(root: Path) -> None:
     """pytest and what it needs, laid out as `pip install --target` does, readable by the sandbox."""
-    env = root / "pytest-env"
-    env.mkdir(parents=True)
-    for name in PYTEST_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        origin = Path(spec.origin)
-        if origin.name == "__init__.py":
-            shutil.copytree(origin.parent, env / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(origin, env / origin.name)
+    copy_packages(root / "pytest-env")
     for here, _, files in os.walk(root):
         os.chmod(here, 0o755)
         for name in files:

@@ -4,7 +4,7 @@ change behaviour: run the same command and seed on the code before and after, th
     python bench/same_tables.py RUN_DIR_BEFORE RUN_DIR_AFTER
 
 Every table (trajectories, errors, metrics) is read whole from both run directories; columns that
-hold wall-clock time or the run's name (VOLATILE, at any depth: `turns[].duration_ms` too) are left
+hold wall-clock time or the run's name (schemas/compare.py's VOLATILE, at any depth) are left
 out, rows are compared as sorted multisets, and the first differences are printed. Exit 0 when all
 are identical. The checkpoint digests in `trajectories` make the trainer's weights part of it.
 """
@@ -18,18 +18,9 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 
+from flywheel.schemas.compare import comparable_rows
+
 TABLES = ("trajectories", "errors", "metrics")
-VOLATILE = {"started_at", "finished_at", "sandbox_wall_ms", "sandbox_cpu_ms", "duration_ms",
-            "created_at", "run_id", "wall_ms", "cpu_ms"}
-
-
-def without_volatile(value):
-    if isinstance(value, dict):
-        return {k: without_volatile(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [without_volatile(v) for v in value]
-    return value
-
 
 def rows(run_dir: Path, table: str) -> list[str]:
     """The table's rows, volatile columns out, as sorted canonical JSON (iteration and domain, the
@@ -38,7 +29,7 @@ def rows(run_dir: Path, table: str) -> list[str]:
     if not folder.exists():
         return []
     data = ds.dataset(folder, format="parquet", partitioning="hive").to_table().to_pylist()
-    return sorted(json.dumps(without_volatile(r), sort_keys=True, default=str) for r in data)
+    return comparable_rows(data)
 
 
 def compare(before: Path, after: Path) -> bool:

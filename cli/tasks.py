@@ -128,6 +128,8 @@ def add_parser(sub) -> None:
     validate.add_argument("--sandbox", choices=("local", "docker"), default="local",
                           help="where repository tasks run (docker: in the image a task names; "
                                "DOCKER_HOST says which daemon)")
+    validate.add_argument("--workers", type=int, default=4, metavar="N",
+                          help="repository tasks run in the sandbox N at a time (default: %(default)s)")
 
 
 def run(args, console) -> int:
@@ -137,7 +139,7 @@ def run(args, console) -> int:
         from flywheel.families.repository.task_checks import check_repo_tasks  # the sandbox, on demand
         quiet = args.format == "json"
         problems += check_repo_tasks(tasks, lambda line: quiet or console.print(
-            line, markup=False, highlight=False), args.sandbox)
+            line, markup=False, highlight=False), args.sandbox, args.workers)
         from flywheel.families.harbor.task_checks import check_harbor_tasks  # solution 1, nothing 0
         problems += check_harbor_tasks(tasks, lambda line: quiet or console.print(
             line, markup=False, highlight=False), args.sandbox)

@@ -20,7 +20,7 @@ from flywheel.pipelines.steering_plan import plan_iteration
 from flywheel.loop.top_up import top_up
 from flywheel.pipelines.rollout import IterationSpec, run_rollout, task_ranges
 from flywheel.transforms.episode_journal import journal_folder
-from flywheel.transforms.write_tables import write_parquet
+from flywheel.schemas.write import write_rows
 
 Event = Callable[[str, dict], None]
 
@@ -64,7 +64,7 @@ def watch_domains(layout: RunLayout, info: dict, iteration: int, event: Event) -
     earlier = layout.read_table("metrics", columns=["iteration", "domain", "name", "value"])
     history = [r for r in earlier.to_pylist() if r["iteration"] <= iteration] + rows
     found = domain_watch.warnings(history, iteration)
-    write_parquet(layout.join("tables", "metrics", f"iteration={iteration}", "watch.parquet"),
+    write_rows(layout.join("tables", "metrics", f"iteration={iteration}", "watch.parquet"),
                   "metrics", rows + domain_watch.warning_rows(found, info["run_id"]))
     for w in found:
         event("domain_warning", w)
@@ -130,7 +130,7 @@ def roll_out(config: RunConfig, layout: RunLayout, info: dict, k: int, initial: 
 def commit(layout: RunLayout, info: dict, k: int, rollout: dict, stats: dict,
            train_window: tuple[float, float], event: Event) -> dict:
     """Write iteration k's trainer metrics, then its commit marker (last); returns the marker."""
-    write_parquet(layout.join("tables", "metrics", f"iteration={k}", "trainer.parquet"),
+    write_rows(layout.join("tables", "metrics", f"iteration={k}", "trainer.parquet"),
                   "metrics", _trainer_metrics(info, k, stats))
     summary = {**rollout, "train_seconds": train_window[1] - train_window[0], "train": stats,
                "stages": {**rollout["stages"], "train": list(train_window)},

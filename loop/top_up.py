@@ -30,7 +30,7 @@ from flywheel.pipelines.steering_plan import SamplingPlan
 from flywheel.steering.budgets import Budget, quotas
 from flywheel.steering.samplers import Policy
 from flywheel.transforms.tasks import TaskRange
-from flywheel.transforms.write_tables import write_parquet
+from flywheel.schemas.write import write_rows
 
 TOP_UP_BASE = 1_000_000_000
 ROUND_STRIDE = 100_000       # task indices per (iteration, round): far above any round's need
@@ -111,7 +111,7 @@ def top_up(config: RunConfig, layout: RunLayout, iteration: int, base: SamplingP
                "top_up_filled": float(seen["signal"] >= target)}
     if s.top_up > 0:
         now = dt.datetime.now(dt.timezone.utc)
-        write_parquet(layout.join("tables", "metrics", f"iteration={iteration}", "topup.parquet"),
+        write_rows(layout.join("tables", "metrics", f"iteration={iteration}", "topup.parquet"),
                       "metrics", [{"run_id": base.summary.get("run_id") or _run_id(layout),
                                    "iteration": iteration, "domain": "*", "name": f"steer/{k}",
                                    "value": float(v), "policy_version": iteration,

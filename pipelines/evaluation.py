@@ -34,7 +34,8 @@ from flywheel.transforms.expand import Expand
 from flywheel.transforms.policy_model import PolicyModelHandler
 from flywheel.transforms.self_verify import SelfVerify, key
 from flywheel.transforms.tasks import ReadTasks, TaskRange
-from flywheel.transforms.write_tables import WriteTable, write_parquet
+from flywheel.schemas.write import write_rows
+from flywheel.transforms.write_tables import WriteTable
 from flywheel.verifiers import get_verifier
 from flywheel.verifiers.answer_key import key_of
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds
@@ -155,6 +156,6 @@ def evaluate(config: RunConfig, spec: EvalSpec, layout: RunLayout, ks=(1, 4, 16)
     summaries = summarize(read_evaluation(layout, spec), ks=[k for k in ks if k <= spec.n])
     rows = [{**row, "name": f"{row['name']}[{spec.name}]"}
             for row in to_metrics_rows(summaries, spec.run_id, spec.iteration)]
-    write_parquet(layout.join("tables", "metrics", f"iteration={spec.iteration}", f"{spec.prefix}.parquet"),
+    write_rows(layout.join("tables", "metrics", f"iteration={spec.iteration}", f"{spec.prefix}.parquet"),
                   "metrics", rows)
     return summaries

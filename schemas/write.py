@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from flywheel.schemas.tables import PARTITION_COLUMNS
@@ -21,15 +22,23 @@ def table_file(root: str, table: str, row: Mapping, prefix: str = "part") -> str
                      f"{prefix}-{uuid.uuid4().hex[:16]}.parquet"])
 
 
+# The order rows are written in (a stable sort: rows without these keys keep theirs), so that
+# the same rows make the same file, whichever worker or process wrote them.
+SORT_KEYS = ("domain", "task_id", "sample_index", "stage", "name")
+
+
 def write_rows(uri: str, table: str, rows: Iterable[Mapping]) -> str:
     """Write `rows` (validated against `table`'s schema) as one Parquet file at `uri`, local or
-    gs://; written to a temporary name first and renamed where the filesystem can, so a reader
-    never sees half a file."""
+    gs://, in SORT_KEYS order; written to a temporary name first and renamed where the
+    filesystem can, so a reader never sees half a file. The one table writer: Beam's WriteTable,
+    the driver's metrics, import, serve and review all call it."""
+    rows = sorted(rows, key=lambda r: tuple(str(r.get(k)) for k in SORT_KEYS))
     arrow = rows_to_file_table(table, rows)
     fs, path = resolve_uri(uri)
     parent = path.rsplit("/", 1)[0]
-    fs.create_dir(parent, recursive=True)
-    local = type(fs).__name__ == "LocalFileSystem"
+    local = isinstance(fs, pafs.LocalFileSystem)
+    if local:  # an object store has no folders: a marker object there is clutter (and breaks the emulator)
+        fs.create_dir(parent, recursive=True)
     target = f"{parent}/.tmp-{uuid.uuid4().hex}" if local else path
     with fs.open_output_stream(target) as f:
         pq.write_table(arrow, f, compression="zstd")

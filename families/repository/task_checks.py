@@ -4,6 +4,7 @@ already passes, a regression check it fails or a reference patch that fails is t
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from flywheel.domains.registry import get_domain
@@ -79,9 +80,11 @@ def no_pytest(domain, task: dict[str, Any], sandbox) -> str:
             f"requirements and rebuild it (`flywheel env build {name} --requirements FILE`)")
 
 
-def check_repo_tasks(tasks: list[dict[str, Any]], progress, backend: str = "local") -> list[str]:
-    """Every repository task of `tasks` run in sandbox `backend` (repo_problems), as
-    "source: task ID: problem" strings; `progress(line)` hears of each task first."""
+def check_repo_tasks(tasks: list[dict[str, Any]], progress, backend: str = "local",
+                     workers: int = 4) -> list[str]:
+    """Every repository task of `tasks` run in sandbox `backend` (repo_problems), `workers` at a
+    time, as "source: task ID: problem" strings in the tasks' order; `progress(line)` hears of
+    each task as it starts."""
     repo = [t for t in tasks if isinstance(get_domain(t["domain"]), RepoDomain)]
     if not repo:
         return []
@@ -89,9 +92,11 @@ def check_repo_tasks(tasks: list[dict[str, Any]], progress, backend: str = "loca
         sandbox = get_backend(backend, **({"warm": False} if backend == "local" else {}))
     except SandboxError as e:
         return [f"repository tasks cannot be run here (--no-run skips it): {e}"]
-    problems = []
-    with sandbox:
-        for n, task in enumerate(repo, 1):
-            progress(f"[{n}/{len(repo)}] running {task['task_id']} in the sandbox")
-            problems += [f"{task['source']}: task {task['task_id']}: {p}" for p in repo_problems(task, sandbox)]
-    return problems
+
+    def problems_of(numbered) -> list[str]:
+        n, task = numbered
+        progress(f"[{n}/{len(repo)}] running {task['task_id']} in the sandbox")
+        return [f"{task['source']}: task {task['task_id']}: {p}" for p in repo_problems(task, sandbox)]
+
+    with sandbox, ThreadPoolExecutor(max(1, workers)) as pool:  # the pool ends before the sandbox
+        return [p for found in pool.map(problems_of, enumerate(repo, 1)) for p in found]

@@ -11,6 +11,14 @@ from flywheel.sandbox import get_backend
 from flywheel.verifiers import get_verifier
 
 
+def concurrently(check, items, workers=4):
+    """check(item) for every item, `workers` at a time, as a rollout runs attempts (the sandbox
+    takes concurrent runs); their results in order, the first failure raised as it was."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(check, items))
+
+
 @pytest.fixture(scope="module")
 def sandbox():
     with get_backend("local") as backend:
@@ -64,9 +72,10 @@ def copy_packages(target):
     import importlib.util
     import shutil
     from pathlib import Path
+    Path(target).mkdir(parents=True, exist_ok=True)
     for name in PYTEST_PACKAGES:
         spec = importlib.util.find_spec(name)
-        if spec is None:
+        if spec is None or spec.origin is None:
             continue
         origin = Path(spec.origin)
         if origin.name == "__init__.py":
@@ -76,18 +85,13 @@ def copy_packages(target):
 
 
 @contextlib.contextmanager
-def environments_root(root):
-    """$FLYWHEEL_ENVIRONMENTS set to `root` for the block (module-scoped fixtures cannot take
-    monkeypatch), then as it was."""
-    before = os.environ.get("FLYWHEEL_ENVIRONMENTS")
-    os.environ["FLYWHEEL_ENVIRONMENTS"] = str(root)
-    try:
+def environments_root(root, **more):
+    """$FLYWHEEL_ENVIRONMENTS set to `root` (and each NAME=value of `more` set) for the block,
+    then as they were: module-scoped fixtures cannot take the monkeypatch fixture."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {"FLYWHEEL_ENVIRONMENTS": root, **more}.items():
+            patch.setenv(name, str(value))
         yield root
-    finally:
-        if before is None:
-            os.environ.pop("FLYWHEEL_ENVIRONMENTS")
-        else:
-            os.environ["FLYWHEEL_ENVIRONMENTS"] = before
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from flywheel.settings.config import RunConfig
 from flywheel.loop.config_file import ConfigFileError, config_toml, read_config_file
 from flywheel.settings.layout import RunLayout
 from flywheel.schemas import TABLES
+from flywheel.schemas.compare import comparable_rows
 from flywheel.trainer.algorithm import Algorithm
 
 TINY_TOML = """\
@@ -127,22 +128,9 @@ def test_flags_override_the_file_and_print_config_exits(tmp_path, capsys):
         "--direct_running_mode: invalid choice: 'fast'")
 
 
-TIMING_AND_IDENTITY = {"run_id", "started_at", "finished_at", "created_at", "sandbox_wall_ms",
-                       "sandbox_cpu_ms", "duration_ms"}
-
-
-def comparable(value):
-    """A table row with its timestamps, durations and run id left out, as sortable JSON."""
-    if isinstance(value, dict):
-        return {k: comparable(v) for k, v in value.items() if k not in TIMING_AND_IDENTITY}
-    if isinstance(value, list):
-        return [comparable(v) for v in value]
-    return value
-
-
 def table_rows(run_dir, table):
     rows = RunLayout(str(run_dir)).read_table(table).to_pylist()
-    return sorted(json.dumps(comparable(r), sort_keys=True, default=str) for r in rows)
+    return comparable_rows(rows)
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import pytest
 
 from flywheel.loop.domain_watch import domain_rows, warning_rows, warnings
 from flywheel.schemas import TABLES
-from flywheel.transforms.write_tables import write_parquet
+from flywheel.schemas.write import write_rows
 
 
 def trajectory(domain, logprobs, verdict, filtered, advantage, mask=None, segments=None):
@@ -49,10 +49,10 @@ EXPECTED = {
 
 def write_trajectories(root: str) -> None:
     for domain, rows in ROWS.items():
-        write_parquet(f"{root}/tables/trajectories/iteration=0/domain={domain}/part-00000.parquet",
+        write_rows(f"{root}/tables/trajectories/iteration=0/domain={domain}/part-00000.parquet",
                       "trajectories", rows)
     # another iteration's rows are not this one's
-    write_parquet(f"{root}/tables/trajectories/iteration=1/domain=add/part-00000.parquet",
+    write_rows(f"{root}/tables/trajectories/iteration=1/domain=add/part-00000.parquet",
                   "trajectories", [{**trajectory("add", [-9.0], "pass", False, 5.0), "iteration": 1}])
 
 
@@ -74,7 +74,7 @@ def test_each_watch_metric_matches_the_hand_computed_figure(tmp_path):
 def test_the_rows_are_valid_metrics_rows(tmp_path):
     write_trajectories(str(tmp_path))
     rows = domain_rows(str(tmp_path), 0, "r")
-    write_parquet(str(tmp_path / "watch.parquet"), "metrics", rows)  # validates every type
+    write_rows(str(tmp_path / "watch.parquet"), "metrics", rows)  # validates every type
     assert [(r["domain"], r["name"]) for r in rows] == sorted((r["domain"], r["name"]) for r in rows)
 
 
@@ -83,7 +83,7 @@ def test_an_iteration_without_trajectories_has_no_rows(tmp_path):
 
 
 def test_nothing_trained_gives_every_update_share_zero(tmp_path):
-    write_parquet(f"{tmp_path}/tables/trajectories/iteration=0/domain=add/part-00000.parquet",
+    write_rows(f"{tmp_path}/tables/trajectories/iteration=0/domain=add/part-00000.parquet",
                   "trajectories", [trajectory("add", [-1.0], "fail", True, 0.0)])
     values = as_values(domain_rows(str(tmp_path), 0, "r"))
     assert values["add"]["watch/update_share"] == values["*"]["watch/update_share"] == 0.0
@@ -167,7 +167,7 @@ def test_warnings_become_one_metrics_row_per_domain_and_kind(tmp_path):
     rows = warning_rows(found, "r")
     assert [(r["iteration"], r["domain"], r["name"], r["value"]) for r in rows] == \
         [(3, "*", "watch/warning_entropy_collapse", 1.0), (3, "a", "watch/warning_diverging", 1.0)]
-    write_parquet(str(tmp_path / "w.parquet"), "metrics", rows)
+    write_rows(str(tmp_path / "w.parquet"), "metrics", rows)
 
 
 def test_a_domain_warning_event_is_a_warning_line_on_screen_and_in_run_log(tmp_path):

@@ -71,7 +71,7 @@ def test_budget_quotas_cover_built_in_and_task_file_domains_and_a_rerun_selects_
 
 def test_the_curriculum_offers_band_tasks_of_a_generated_domain_again(tmp_path):
     from flywheel.schemas import TABLES
-    from flywheel.transforms.write_tables import write_parquet
+    from flywheel.schemas.write import write_rows
     rows = []
     for index, passes in ((3, 2), (5, 4), (9, 0)):  # 2/4 and 4/4 ... band is 0.2..0.8: only task 3
         task = f"add-train-{index:06d}"
@@ -81,7 +81,7 @@ def test_the_curriculum_offers_band_tasks_of_a_generated_domain_again(tmp_path):
                        sample_index=i, policy_version=0, prompt="q", response="a",
                        verdict="pass" if i < passes else "fail", filtered=False)
             rows.append(row)
-    write_parquet(f"{tmp_path}/tables/trajectories/iteration=0/domain=add/part-00000.parquet",
+    write_rows(f"{tmp_path}/tables/trajectories/iteration=0/domain=add/part-00000.parquet",
                   "trajectories", rows)
     config = RunConfig.from_dict({**tiny_config(domains=("add",)).to_dict(),
                                   "steering": {"sampler": "curriculum"}})

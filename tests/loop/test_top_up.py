@@ -10,7 +10,7 @@ from flywheel.pipelines.steering_plan import SamplingPlan
 from flywheel.loop.top_up import TOP_UP_BASE, batch_signal, round_plan
 from flywheel.reports.sql import query
 from flywheel.schemas import TABLES
-from flywheel.transforms.write_tables import write_parquet
+from flywheel.schemas.write import write_rows
 
 from tests.run_configs import tiny_config
 
@@ -28,7 +28,7 @@ def test_batch_signal_counts_groups_and_the_round_goes_where_signal_comes_from(t
     rows = [row("add", f"a{t}", i, filtered=t >= 2) for t in range(4) for i in range(2)]
     rows += [row("reverse", f"r{t}", i, filtered=True) for t in range(4) for i in range(2)]
     for domain in ("add", "reverse"):
-        write_parquet(f"{tmp_path}/tables/trajectories/iteration=0/domain={domain}/part-00000"
+        write_rows(f"{tmp_path}/tables/trajectories/iteration=0/domain={domain}/part-00000"
                       ".parquet", "trajectories", [r for r in rows if r["domain"] == domain])
     seen = batch_signal(RunLayout(str(tmp_path)), 0)
     assert (seen["groups"], seen["signal"], seen["attempts"]) == (8, 2, 16)

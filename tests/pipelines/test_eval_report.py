@@ -14,7 +14,7 @@ import pytest
 from flywheel.pipelines.eval_stats import summarize, to_metrics_rows
 from flywheel.reports.html import render_report, write_report
 from flywheel.schemas import TABLES
-from flywheel.transforms.write_tables import write_parquet
+from flywheel.schemas.write import write_rows
 
 from .test_html_report import CHECK_IMAGES, IMAGES, chromium_dump
 
@@ -58,14 +58,14 @@ def write_evaluations(root, iterations=(1, 2), names=NAMES, metrics=True) -> dic
             rows = []
             for domain in DOMAINS:
                 part = evaluation_rows(iteration, name, domain)
-                write_parquet(f"{root}/tables/evaluations/iteration={iteration}/domain={domain}/"
+                write_rows(f"{root}/tables/evaluations/iteration={iteration}/domain={domain}/"
                               f"eval-{i}.parquet", "evaluations", part)
                 rows += part
             written[(iteration, name)] = rows
             if metrics:
                 eval_metrics = [{**m, "name": f"{m['name']}[{name}]"}
                                 for m in to_metrics_rows(summarize(rows, KS), "r", iteration)]
-                write_parquet(f"{root}/tables/metrics/iteration={iteration}/eval-{i}.parquet",
+                write_rows(f"{root}/tables/metrics/iteration={iteration}/eval-{i}.parquet",
                               "metrics", eval_metrics)
     return written
 
@@ -79,7 +79,7 @@ def write_run(root, iterations=(1, 2)) -> None:
                  "policy_version": k} for d in (*DOMAINS, "*")
                 for name in ("heldout_pass@1", "train_mean_reward", "train_pass_rate",
                              "zero_variance_frac")]
-        write_parquet(f"{root}/tables/metrics/iteration={k}/part-00000.parquet", "metrics", rows)
+        write_rows(f"{root}/tables/metrics/iteration={k}/part-00000.parquet", "metrics", rows)
         (root / "iterations" / str(k)).mkdir(parents=True)
         (root / "iterations" / str(k) / "_COMMITTED").write_text("")
 

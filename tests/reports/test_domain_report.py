@@ -14,7 +14,7 @@ from flywheel.loop.domain_watch import domain_rows, warning_rows, warnings
 from flywheel.reports.html import render_report, write_report
 from flywheel.reports.report import OTHERS, domain_watch
 from flywheel.schemas import TABLES
-from flywheel.transforms.write_tables import write_parquet
+from flywheel.schemas.write import write_rows
 
 IMAGES = re.compile(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
 DOMAINS = [f"d{i:02d}" for i in range(14)]  # d00 has the most attempts, d13 the fewest
@@ -44,12 +44,12 @@ def write_watched_run(root) -> list[dict]:
     found, metrics = [], []
     for k in ITERATIONS:
         for i, domain in enumerate(DOMAINS):
-            write_parquet(f"{root}/tables/trajectories/iteration={k}/domain={domain}/"
+            write_rows(f"{root}/tables/trajectories/iteration={k}/domain={domain}/"
                           "part-00000.parquet", "trajectories", attempts(k, i, domain))
         metrics += domain_rows(str(root), k, "r")
         now = warnings(metrics, k)
         found += now
-        write_parquet(f"{root}/tables/metrics/iteration={k}/watch.parquet", "metrics",
+        write_rows(f"{root}/tables/metrics/iteration={k}/watch.parquet", "metrics",
                       [r for r in metrics if r["iteration"] == k] + warning_rows(now, "r"))
         commit(root, k)
     return found
@@ -96,7 +96,7 @@ def test_the_domains_section_draws_the_curves_and_lists_the_warnings(watched, tm
 
 def test_a_run_without_watch_metrics_has_no_domains_section(tmp_path):
     for k in (0, 1):
-        write_parquet(f"{tmp_path}/tables/metrics/iteration={k}/part-00000.parquet", "metrics",
+        write_rows(f"{tmp_path}/tables/metrics/iteration={k}/part-00000.parquet", "metrics",
                       [{"run_id": "r", "iteration": k, "domain": d, "name": name, "value": 0.5,
                         "policy_version": k} for d in ("add", "*")
                        for name in ("heldout_pass@1", "train_pass_rate")])

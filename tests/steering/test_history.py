@@ -2,7 +2,7 @@
 
 from flywheel.schemas import TABLES
 from flywheel.steering.history import error_set, task_history
-from flywheel.transforms.write_tables import write_parquet
+from flywheel.schemas.write import write_rows
 
 
 def attempt(task, iteration, sample, verdict, filter_reason=None, finish="stop", domain="d"):
@@ -15,10 +15,10 @@ def attempt(task, iteration, sample, verdict, filter_reason=None, finish="stop",
 
 
 def write(root, iteration, rows, errors=()):
-    write_parquet(f"{root}/tables/trajectories/iteration={iteration}/domain=d/part.parquet",
+    write_rows(f"{root}/tables/trajectories/iteration={iteration}/domain=d/part.parquet",
                   "trajectories", rows)
     if errors:
-        write_parquet(f"{root}/tables/errors/iteration={iteration}/part.parquet", "errors", list(errors))
+        write_rows(f"{root}/tables/errors/iteration={iteration}/part.parquet", "errors", list(errors))
 
 
 def error(task, iteration, sample, kind, error_type):

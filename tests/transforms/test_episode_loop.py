@@ -18,6 +18,7 @@ from flywheel.settings.config import PolicySpec, RolloutSettings, RunConfig
 from flywheel.settings.layout import RunLayout
 from flywheel.pipelines.rollout import IterationSpec, Rollout, run_rollout
 from flywheel.schemas import read_table, rows_to_file_table
+from flywheel.schemas.compare import without_volatile
 from flywheel.schemas.tables import TURN
 from flywheel.transforms.episode_loop import _RunEpisodes
 from flywheel.transforms.expand import expand_task
@@ -26,8 +27,6 @@ from flywheel.transforms.turn import start_episode
 
 pytestmark = pytest.mark.xdist_group("episodes")
 SPEC = IterationSpec("loop", 0, policy_version=0, checkpoint_uri=None)
-VOLATILE = {"started_at", "finished_at", "sandbox_wall_ms", "sandbox_cpu_ms", "duration_ms",
-            "created_at", "run_id", "wall_ms", "cpu_ms"}  # bench/same_tables.py's rule
 
 
 def config(concurrency=16, max_turns=3, **rollout) -> RunConfig:
@@ -35,14 +34,6 @@ def config(concurrency=16, max_turns=3, **rollout) -> RunConfig:
                 "n_samples": 4, **rollout}
     return RunConfig(seed=7, iterations=1, rollout=RolloutSettings(**settings), policy=PolicySpec(),
                      episode=EpisodeSettings(max_turns=max_turns, concurrency=concurrency))
-
-
-def without_volatile(value):
-    if isinstance(value, dict):
-        return {k: without_volatile(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [without_volatile(v) for v in value]
-    return value
 
 
 def rows_of(run_dir, cfg, beam_args=()):

@@ -285,23 +285,21 @@ class VLLMRolloutEngine:
             self.weight_loads += 1
             return True
 
-    def sample(self, prompts, temperatures, seeds, max_new_tokens) -> list[Sample]:
+    def _limits(self, max_new_tokens) -> dict:
+        """The policy's stopping rules for a request: its eos ids, stop strings and token cap."""
         if self.engine is None:
             raise RuntimeError("the vLLM engine has no weights yet: call update_weights first")
         eos_ids, stop_strings, cap = self._sampling
-        return self.engine.sample(prompts, temperatures, seeds,
-                                  min(max_new_tokens, cap) if cap else max_new_tokens,
-                                  eos_ids=eos_ids, stop_strings=stop_strings)
+        return {"max_new_tokens": min(max_new_tokens, cap) if cap else max_new_tokens,
+                "eos_ids": eos_ids, "stop_strings": stop_strings}
+
+    def sample(self, prompts, temperatures, seeds, max_new_tokens) -> list[Sample]:
+        return self.engine.sample(prompts, temperatures, seeds, **self._limits(max_new_tokens))
 
     # vLLM's step loop (policy/batching_engine.py): requests join the running engine between steps.
     def enqueue(self, prompts, temperatures, seeds, max_new_tokens) -> list[str]:
         """Add requests sampled as `sample` would sample them; their request ids."""
-        if self.engine is None:
-            raise RuntimeError("the vLLM engine has no weights yet: call update_weights first")
-        eos_ids, stop_strings, cap = self._sampling
-        return self.engine.enqueue(prompts, temperatures, seeds,
-                                   min(max_new_tokens, cap) if cap else max_new_tokens,
-                                   eos_ids=eos_ids, stop_strings=stop_strings)
+        return self.engine.enqueue(prompts, temperatures, seeds, **self._limits(max_new_tokens))
 
     def step(self) -> list[tuple[str, Sample]]:
         """One engine step; (request id, sample) of the requests that finished in it."""

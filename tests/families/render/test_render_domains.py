@@ -16,6 +16,8 @@ from flywheel.domains.report_channel import harness_report
 from flywheel.families.render.chart_specs import chart_code
 from flywheel.verifiers import get_verifier
 
+from tests.families.conftest import concurrently
+
 DOMAINS = ("chart_to_code", "chart_edit", "scene")
 verify = get_verifier("render")
 
@@ -31,10 +33,13 @@ def run(sandbox, render_env):
 
 def references_score_one(run, name, indices):
     domain = get_domain(name)
-    for i in indices:
+
+    def check(i):
         task = domain.make_task("train" if i % 2 else "heldout", i, 7)
         verdict, _ = run(task, domain.demonstration(task, random.Random(0)))
         assert (verdict.reward, verdict.verdict) == (1.0, "pass"), (task["task_id"], verdict)
+
+    concurrently(check, indices)
 
 
 @pytest.mark.parametrize("name", DOMAINS)

@@ -25,6 +25,8 @@ from flywheel.domains.task_files import task_rows
 from flywheel.domains.tools import ToolCall, render_call
 from flywheel.verifiers import get_verifier
 
+from tests.families.conftest import concurrently
+
 SUITE = Path(__file__).resolve().parents[3] / "bench" / "real_repos"
 TASKS = SUITE / "tasks.jsonl"
 ROWS = [json.loads(line) for line in TASKS.read_text().splitlines()] if TASKS.exists() else []
@@ -81,19 +83,13 @@ def real_envs():
     from tests.families.conftest import environments_root
     root = Path(tempfile.mkdtemp(prefix="flywheel-real-envs-"))
     os.chmod(root, 0o755)
-    store, before = str(root / "store"), os.environ.get("FLYWHEEL_SNAPSHOT_STORE")
-    os.environ["FLYWHEEL_SNAPSHOT_STORE"] = store
     try:
-        with environments_root(root):
+        with environments_root(root, FLYWHEEL_SNAPSHOT_STORE=root / "store"):
             for requirements in sorted((SUITE / "requirements").glob("*.txt")):
                 assert cli_main.main(["env", "build", requirements.stem, "--requirements",
                                       str(requirements), "--wheelhouse", str(SUITE / "wheels")]) == 0
             yield root
     finally:
-        if before is None:
-            os.environ.pop("FLYWHEEL_SNAPSHOT_STORE")
-        else:
-            os.environ["FLYWHEEL_SNAPSHOT_STORE"] = before
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -183,10 +179,12 @@ def test_gold_scores_1_and_nothing_a_wrong_fix_or_test_edits_0(instance_id, task
                "test edits instead of a fix": (make_diff(files, hacked_tests(task)), 0.0),
                "gold and a test edited": (make_diff(files, {**fix, test_path: test_text}), 1.0),
                "gold and a new test file": (make_diff(files, {**fix, extra_path: extra_text}), 1.0)}
-    got = {}
-    for name, (answer, _) in answers.items():
+    def outcome(name):
+        answer, want = answers[name]
         verdict = verify(task, answer, domain.run(repo_sandbox, task, answer))
-        got[name] = (verdict.reward, verdict.detail[:300] if verdict.reward != answers[name][1] else "")
+        return verdict.reward, verdict.detail[:300] if verdict.reward != want else ""
+
+    got = dict(zip(answers, concurrently(outcome, list(answers))))
     assert got == {name: (want, "") for name, (_, want) in answers.items()}
 
 

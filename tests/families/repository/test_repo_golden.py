@@ -8,6 +8,8 @@ from flywheel.domains.registry import get_domain
 from flywheel.families.repository.repo_suite import KINDS
 from flywheel.verifiers import get_verifier
 
+from tests.families.conftest import concurrently
+
 DOMAIN = get_domain("repo_bugs")
 VERIFY = get_verifier("repo_tests")
 
@@ -26,13 +28,16 @@ def test_the_suite_covers_every_kind_and_its_tasks_are_valid():
 
 def test_golden_trajectories_solve_and_doing_nothing_does_not(repo_sandbox, play):
     sandbox = repo_sandbox
-    for task in tasks(14, seed=3):
+
+    def check(task):  # four episodes at a time, as a rollout runs them
         verdict, state, last = play(task, sandbox, task["golden"])
         assert (verdict.reward, verdict.verdict) == (1.0, "pass"), (task["task_id"], verdict)
         assert last.done == "submitted"
         assert DOMAIN.final_response(task, state) == task["answer"]  # the reference patch, exactly
         nothing = VERIFY(task, "", DOMAIN.run(sandbox, task, ""))
         assert nothing.reward == 0.0 and nothing.components["hidden_pass_rate"] == 0.0, task["task_id"]
+
+    concurrently(check, tasks(14, seed=3))
 
 
 def test_the_reference_patch_as_a_one_step_answer_solves(sandbox):

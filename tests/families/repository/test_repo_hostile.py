@@ -12,6 +12,8 @@ from flywheel.domains.registry import get_domain
 from flywheel.families.repository.unified_diff import make_diff
 from flywheel.verifiers import get_verifier
 
+from tests.families.conftest import concurrently
+
 OPS = "def total(xs):\n    s = 0\n    for x in xs:\n        s -= x\n    return s\n"
 FIXED = OPS.replace("s -= x", "s += x")
 FILES = {"src/calc/__init__.py": "", "src/calc/ops.py": OPS,
@@ -135,16 +137,14 @@ def test_hostile_diffs_score_zero_and_the_fix_one(backend, environments):
     assert (extra.reward, extra.exploit_suspected) == (1.0, False), extra.detail  # new files take no part
     responses = {**{name: diff(changes) for name, changes in HOSTILE.items()},
                  **{f"spelled {p}": spelled(p) for p in SPELLINGS}}
-    wrong = {}
-    for name, response in responses.items():
-        got = verdict(response)
-        if got.reward != 0.0:
-            wrong[name] = got.detail
+    # scored four at a time, as a rollout scores them (the sandbox takes concurrent runs); the
+    # patches of pytest itself twice over, after every other answer has run beside them
+    again = ("package patches TestReport", "package patches makereport", "package patches call_and_report",
+             "package patches outcomes", "package patches plugin", "exit 0 at exit")
+    names = [*responses, *(f"{name} (again)" for name in again)]
+    got = dict(zip(names, concurrently(verdict, [*responses.values(), *(responses[n] for n in again)])))
+    wrong = {name: v.detail for name, v in got.items() if v.reward != 0.0}
     assert not wrong, wrong
-    for name in ("package patches TestReport", "package patches makereport", "package patches call_and_report",
-                 "package patches outcomes", "package patches plugin", "exit 0 at exit"):
-        got = verdict(diff(HOSTILE[name]))
-        assert got.reward == 0.0, (name, got.detail)
     # a right fix beside a conftest edit: the conftest is put back and the task's own tests pass,
     # as SWE-bench scores it (it resets the files its test_patch touches); the edit is recorded
     fixed = verdict(diff({**HOSTILE["obj replaced in conftest"], "src/calc/ops.py": FIXED}))

@@ -28,10 +28,9 @@ from flywheel.sandbox import get_backend
 from flywheel.sandbox.docker_image import IMAGE
 from flywheel.verifiers import get_verifier
 
-from tests.families.conftest import environments_root
+from tests.families.conftest import PYTEST_PACKAGES, environments_root
 
 pytestmark = pytest.mark.xdist_group("repo_images")  # one worker: the images built once
-PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 ENV_NAME = "imgtest"
 ENV_IMAGE = "flywheel-env/imgtest"
 SITE_IMAGE = "flywheel-test/site-pytest:1"   # pytest in its Python's own site-packages

@@ -11,6 +11,8 @@ from flywheel.domains.registry import get_domain
 from flywheel.families.repository.repo_terminal import KINDS
 from flywheel.verifiers import get_verifier
 
+from tests.families.conftest import concurrently
+
 DOMAIN = get_domain("repo_terminal")
 VERIFY = get_verifier("repo_tests")
 EDITS = ("write_file", "edit_file", "run_shell")
@@ -40,13 +42,16 @@ def test_the_suite_draws_every_kind_distinct_valid_tasks():
 @pytest.mark.parametrize("kind", KINDS)
 def test_golden_trajectories_solve_and_doing_nothing_does_not(repo_sandbox, kind, play):
     sandbox = repo_sandbox  # local, and docker where it runs
-    for task in of_kind(kind, 3):
+
+    def check(task):
         verdict, state, last = play(task, sandbox, task["golden"])
         assert (verdict.reward, verdict.verdict) == (1.0, "pass"), (task["task_id"], verdict)
         assert last.done == "submitted"
         assert DOMAIN.final_response(task, state) == task["answer"]  # the golden's edits: fixed_files
         nothing = VERIFY(task, "", DOMAIN.run(sandbox, task, ""))
         assert nothing.reward == 0.0 and nothing.components["hidden_pass_rate"] == 0.0, task["task_id"]
+
+    concurrently(check, of_kind(kind, 3))
 
 
 def test_a_hand_written_output_file_earns_nothing(sandbox, play):

