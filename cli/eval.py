@@ -94,9 +94,9 @@ def cell_config(config, cell: dict):
 def settings(argv: list[str]):
     """(eval args, Beam options, RunConfig, explicit keys, checkpoint URI or None, output dir,
     iteration) of `flywheel eval ARGV`; ValueError/KeyError say what is wrong."""
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.options.pipeline_options import StandardOptions
 
-    from flywheel.cli.run import run_parser
+    from flywheel.cli.run import pipeline_options, run_parser
     from flywheel.settings.config import RunConfig
     from flywheel.loop.flag_check import unknown_arguments
     from flywheel.settings.layout import RunLayout
@@ -112,11 +112,7 @@ def settings(argv: list[str]):
         raise ValueError("\n".join(unknown))
     if args.n < 1:
         raise ValueError(f"--n must be >= 1, got {args.n}")
-    wrong = unknown_arguments(file.beam_args) if file else []
-    if wrong:  # a [beam] value Beam's parser refuses
-        raise ValueError("\n".join(f"{given.config}: [beam]: {message}" for message in wrong))
-    options = PipelineOptions((file.beam_args if file else []) + rest)
-    options.view_as(StandardOptions).runner = options.view_as(StandardOptions).runner or "DirectRunner"
+    options = pipeline_options(file, rest)
     base, checkpoint, iteration = None, None, args.iteration or 0
     if args.run_dir:
         layout = RunLayout(args.run_dir)

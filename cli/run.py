@@ -40,8 +40,6 @@ def run_settings(argv: list[str]):
     defaults, then the --config file, then the flags. ValueError/KeyError name what is wrong."""
     import copy
 
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-
     from flywheel.loop.config_file import read_config_file
     from flywheel.loop.flag_check import unknown_arguments
     from flywheel.loop.options import FlywheelOptions
@@ -50,12 +48,7 @@ def run_settings(argv: list[str]):
     if unknown:  # Beam would only log and drop them, and the default job would start
         raise ValueError("\n".join(unknown))
     file = read_config_file(given.config) if given.config else None
-    wrong = unknown_arguments(file.beam_args) if file else []
-    if wrong:  # a [beam] value Beam's parser refuses, e.g. a choice it does not have
-        raise ValueError("\n".join(f"{given.config}: [beam]: {message}" for message in wrong))
-    options = PipelineOptions((file.beam_args if file else []) + argv)
-    standard = options.view_as(StandardOptions)
-    standard.runner = standard.runner or "DirectRunner"  # not Prism, which needs a download
+    options = pipeline_options(file, argv)
     flywheel = options.view_as(FlywheelOptions)
     try:
         config, explicit = flywheel.run_config(copy.deepcopy(file.values) if file else None,
@@ -63,6 +56,17 @@ def run_settings(argv: list[str]):
     except (KeyError, ValueError) as e:  # a value the file gave: told with its file and line
         raise (ValueError(file.located(e)) if file else e) from None
     return options, config, explicit, flywheel.run_dir or (file.run_dir if file else None)
+
+
+def pipeline_options(file, argv: list[str]):
+    """Beam's options of a run (`flywheel run`, `flywheel eval`): the config file's [beam] values
+    (each already checked as the file was read), then the command's flags, which win; the
+    DirectRunner unless one is named (not Prism, which needs a download)."""
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    options = PipelineOptions((file.beam_args if file else []) + argv)
+    standard = options.view_as(StandardOptions)
+    standard.runner = standard.runner or "DirectRunner"
+    return options
 
 
 def beam_settings(options) -> dict:
