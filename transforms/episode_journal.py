@@ -125,6 +125,11 @@ class EpisodeJournal:
                 continue
         return sorted(found, key=lambda h: h.get("ended_at", 0))
 
+    def keys(self) -> set[str]:
+        """The keys of the entries in the folder: one listing (on gs://, one request per bundle
+        instead of one per episode)."""
+        return {path.rsplit("/", 1)[-1][:-len(SUFFIX)] for path in self._paths()}
+
     def _paths(self) -> list[str]:
         try:
             matched = FileSystems.match([FileSystems.join(self.folder, "*" + SUFFIX)])[0]

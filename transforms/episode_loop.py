@@ -142,8 +142,9 @@ class _RunEpisodes(beam.DoFn):
         tracker = statesampler.get_current_tracker()
         state = tracker.current_state() if tracker is not None else None
         futures = []
+        journaled = self.journal.keys() if self.journal is not None and digest is not None else set()
         for attempt in batch:
-            kept = self._kept(attempt, digest)
+            kept = self._kept(attempt, digest, journaled)
             if kept is not None:  # ended in an earlier, killed run of this iteration
                 count("episodes_resumed")
                 yield from (errors_output(error) for error in kept.errors)
@@ -162,10 +163,11 @@ class _RunEpisodes(beam.DoFn):
             yield run.attempt
         report_usage()
 
-    def _kept(self, attempt, digest):
-        if self.journal is None or digest is None:
+    def _kept(self, attempt, digest, journaled: set[str]):
+        key = episode_key(attempt)
+        if key not in journaled:  # a fresh run's every episode: no read
             return None
-        entry = self.journal.read(episode_key(attempt))
+        entry = self.journal.read(key)
         return entry if entry is not None and entry.header.get("digest") == digest else None
 
     def _write(self, run: EpisodeRun, digest) -> None:

@@ -50,6 +50,7 @@ def test_every_ended_episode_is_journaled_as_it_ends(uninterrupted):
     assert {(h["task_id"], h["sample_index"]) for h in headers} == \
         {(r["task_id"], r["sample_index"]) for r in rows}
     assert all(h["digest"] and h["turns"] >= 1 and h["end"] for h in headers)
+    assert journal.keys() == {h["key"] for h in headers}  # one listing: what a bundle reads
     entry = journal.read(headers[0]["key"])
     assert entry is not None and episode_key(entry.attempt) == headers[0]["key"]
     assert entry.attempt.episode is None and entry.attempt.episode_end == headers[0]["end"]
