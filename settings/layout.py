@@ -1,17 +1,15 @@
 """The run layout (DESIGN.md): where every table, checkpoint and commit marker of a run lives.
 
 Paths go through apache_beam.io.filesystems, so a local folder and gs://bucket/prefix both work.
+Beam is imported only by the methods that touch files: naming a path, or reading a table
+(pyarrow), does not import it, so `flywheel sql` starts without it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
-
-from apache_beam.io.filesystems import FileSystems
-
-from flywheel.transforms.gcs_credentials import anonymous_for_emulator
-from flywheel.transforms.whole_file import write_whole
 
 from flywheel.schemas import TABLES, read_table, table_dataset
 from flywheel.schemas.tables import KEPT_TABLES, PARTITION_COLUMNS
@@ -23,10 +21,11 @@ class RunLayout:
 
     def __post_init__(self):
         if self.root.startswith("gs://"):
+            from flywheel.transforms.gcs_credentials import anonymous_for_emulator
             anonymous_for_emulator()
 
     def join(self, *parts: str) -> str:
-        return FileSystems.join(self.root, *parts)
+        return _join(self.root, *parts)
 
     @property
     def run_json(self) -> str:
@@ -34,7 +33,7 @@ class RunLayout:
 
     def table_dir(self, table: str, iteration: int | None = None) -> str:
         base = self.join("tables", table)
-        return base if iteration is None else FileSystems.join(base, f"iteration={iteration}")
+        return base if iteration is None else _join(base, f"iteration={iteration}")
 
     def table_dataset(self, table: str):
         """The whole `table` of the run as one pyarrow dataset (empty if none yet)."""
@@ -61,18 +60,22 @@ class RunLayout:
 
     # -- reading and writing small files -------------------------------------------------------
     def exists(self, path: str) -> bool:
+        from apache_beam.io.filesystems import FileSystems
         return FileSystems.exists(path)
 
     def write_json(self, path: str, value) -> None:
         """Write atomically: a marker cut short by a kill must not look complete."""
+        from flywheel.transforms.whole_file import write_whole
         write_whole(path, json.dumps(value, indent=2, sort_keys=True, default=str).encode(),
                     durable=True)
 
     def read_json(self, path: str):
+        from apache_beam.io.filesystems import FileSystems
         with FileSystems.open(path) as f:
             return json.loads(f.read().decode())
 
     def committed_iterations(self) -> list[int]:
+        from apache_beam.io.filesystems import FileSystems
         pattern = self.join("iterations", "*", "_COMMITTED")
         found = []
         for match in FileSystems.match([pattern])[0].metadata_list:
@@ -95,8 +98,19 @@ class RunLayout:
 
     def delete_paths(self, paths: list[str]) -> None:
         """Remove each of `paths` (a file or a folder, local or on an object store) that exists."""
+        from apache_beam.io.filesystems import FileSystems
         for path in paths:
             if FileSystems.exists(path):
                 # object stores delete a "directory" as the prefix ending in '/'
                 is_dir = "://" in path and not path.endswith(".parquet")
                 FileSystems.delete([path.rstrip("/") + "/" if is_dir else path])
+
+
+def _join(base: str, *parts: str) -> str:
+    """Beam's FileSystems.join without importing Beam: os.path.join on a local disk; on an
+    object store each part after one '/'."""
+    if "://" not in base:
+        return os.path.join(base, *parts)
+    for part in parts:
+        base = base.rstrip("/") + "/" + part.lstrip("/")
+    return base
