@@ -15,6 +15,7 @@ Beam wrote to the emulator.
 """
 import os
 import posixpath
+import uuid
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -99,3 +100,48 @@ def make_dirs(uri: str) -> None:
     fs, path = resolve_uri(uri)
     if isinstance(fs, pafs.LocalFileSystem):
         fs.create_dir(path, recursive=True)
+
+
+def write_whole(uri: str, data: bytes, durable: bool = False) -> None:
+    """Write `data` at `uri` whole or not at all: on a local disk to a hidden temporary name in
+    the same folder, renamed into place (`durable`: synced to the disk first, so that a power cut
+    leaves the old file or the new one); an object store creates an object whole or not at all."""
+    fs, path = resolve_uri(uri)
+    if not isinstance(fs, pafs.LocalFileSystem):
+        with fs.open_output_stream(path) as f:
+            f.write(data)
+        return
+    folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{name}.tmp-{uuid.uuid4().hex}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def exists(uri: str) -> bool:
+    """Whether a file or a folder (on an object store: any object below the prefix) is at `uri`."""
+    fs, path = resolve_uri(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def delete(uri: str) -> None:
+    """Remove the file or the folder (with everything below it) at `uri`, if there is one."""
+    fs, path = resolve_uri(uri)
+    kind = fs.get_file_info(path).type
+    if kind == pafs.FileType.Directory:
+        fs.delete_dir(path)
+    elif kind == pafs.FileType.File:
+        fs.delete_file(path)
+
+
+def list_files(uri: str, recursive: bool = False) -> list[str]:
+    """The URIs of the files in the folder `uri` (below it too, `recursive`), sorted; [] when
+    there is no such folder."""
+    fs, path = resolve_uri(uri)
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=recursive))
+    scheme = uri.split("://", 1)[0] + "://" if "://" in uri else ""
+    return sorted(scheme + info.path for info in infos if info.type == pafs.FileType.File)

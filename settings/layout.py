@@ -1,8 +1,7 @@
 """The run layout (DESIGN.md): where every table, checkpoint and commit marker of a run lives.
 
-Paths go through apache_beam.io.filesystems, so a local folder and gs://bucket/prefix both work.
-Beam is imported only by the methods that touch files: naming a path, or reading a table
-(pyarrow), does not import it, so `flywheel sql` starts without it.
+Files go through schemas/storage.py (pyarrow's filesystems), so a local folder and
+gs://bucket/prefix both work, and reading a run needs no Beam: `flywheel sql` starts without it.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from flywheel.schemas import TABLES, read_table, table_dataset
+from flywheel.schemas import TABLES, read_table, storage, table_dataset
 from flywheel.schemas.tables import KEPT_TABLES, PARTITION_COLUMNS
 
 
@@ -60,26 +59,22 @@ class RunLayout:
 
     # -- reading and writing small files -------------------------------------------------------
     def exists(self, path: str) -> bool:
-        from apache_beam.io.filesystems import FileSystems
-        return FileSystems.exists(path)
+        return storage.exists(path)
 
     def write_json(self, path: str, value) -> None:
         """Write atomically: a marker cut short by a kill must not look complete."""
-        from flywheel.transforms.whole_file import write_whole
-        write_whole(path, json.dumps(value, indent=2, sort_keys=True, default=str).encode(),
+        storage.write_whole(path, json.dumps(value, indent=2, sort_keys=True, default=str).encode(),
                     durable=True)
 
     def read_json(self, path: str):
-        from apache_beam.io.filesystems import FileSystems
-        with FileSystems.open(path) as f:
-            return json.loads(f.read().decode())
+        return json.loads(storage.read_file(path).decode())
 
     def committed_iterations(self) -> list[int]:
-        from apache_beam.io.filesystems import FileSystems
-        pattern = self.join("iterations", "*", "_COMMITTED")
         found = []
-        for match in FileSystems.match([pattern])[0].metadata_list:
-            found.append(int(match.path.rstrip("/").split("/")[-2]))
+        for path in storage.list_files(self.join("iterations"), recursive=True):
+            *_, name, marker = path.split("/")
+            if marker == "_COMMITTED" and name.isdigit():
+                found.append(int(name))
         return sorted(found)
 
     def delete_iteration(self, iteration: int, keep: tuple[str, ...] = ()) -> None:
@@ -97,13 +92,10 @@ class RunLayout:
                       self.join(self.table_dir("metrics", iteration), "trainer.parquet")])
 
     def delete_paths(self, paths: list[str]) -> None:
-        """Remove each of `paths` (a file or a folder, local or on an object store) that exists."""
-        from apache_beam.io.filesystems import FileSystems
+        """Remove each of `paths` (a file, or a folder with everything below it; local or on an
+        object store) that exists."""
         for path in paths:
-            if FileSystems.exists(path):
-                # object stores delete a "directory" as the prefix ending in '/'
-                is_dir = "://" in path and not path.endswith(".parquet")
-                FileSystems.delete([path.rstrip("/") + "/" if is_dir else path])
+            storage.delete(path)
 
 
 def _join(base: str, *parts: str) -> str:

@@ -33,11 +33,10 @@ import time
 from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
 from flywheel.records.attempt import Attempt
+from flywheel.schemas import storage
 from flywheel.transforms.attempt_coder import AttemptCoder
-from flywheel.transforms.whole_file import write_whole
 
 MAGIC = b"flywheel-episode 1\n"
 SUFFIX = ".episode"
@@ -47,7 +46,7 @@ _LEN = struct.Struct(">Q")
 def journal_folder(run_root: str, iteration: int) -> str:
     """Where iteration `iteration`'s ended episodes are journaled (outside iterations/K, which a
     rerun of the iteration deletes first)."""
-    return FileSystems.join(run_root, "journal", f"iteration={iteration}")
+    return storage.join(storage.join(run_root, "journal"), f"iteration={iteration}")
 
 
 def episode_key(attempt: Attempt) -> str:
@@ -73,7 +72,7 @@ class EpisodeJournal:
         self._coder = AttemptCoder(values=self._errors)
 
     def path(self, key: str) -> str:
-        return FileSystems.join(self.folder, key + SUFFIX)
+        return storage.join(self.folder, key + SUFFIX)
 
     def write(self, attempt: Attempt, errors: list, digest: str | None, seconds: float) -> str:
         """Write the ended `attempt` and its error rows; returns the file's path."""
@@ -87,17 +86,14 @@ class EpisodeJournal:
                  self._errors.encode(list(errors))]
         data = MAGIC + b"".join(_LEN.pack(len(p)) + p for p in parts)
         path = self.path(header["key"])
-        write_whole(path, data)  # no fsync: a killed process's writes survive it (after a power
+        storage.write_whole(path, data)  # no fsync: a killed process's writes survive it (after a power
         return path              # cut the episode simply runs again)
 
     def read(self, key: str) -> JournalEntry | None:
         """The entry of `key`, or None when there is none or it does not read back whole."""
         path = self.path(key)
         try:
-            if not FileSystems.exists(path):
-                return None
-            with FileSystems.open(path) as f:
-                data = f.read()
+            data = storage.read_file(path)
             header, attempt, errors = _split(data, 3)
             entry = JournalEntry(json.loads(header), self._coder.decode(attempt),
                                  self._errors.decode(errors))
@@ -113,7 +109,8 @@ class EpisodeJournal:
             if seen is not None and path in seen:
                 continue
             try:
-                with FileSystems.open(path) as f:
+                fs, local = storage.resolve_uri(path)
+                with fs.open_input_file(local) as f:
                     data = f.read(len(MAGIC) + _LEN.size)
                     if not data.startswith(MAGIC):
                         continue
@@ -131,11 +128,7 @@ class EpisodeJournal:
         return {path.rsplit("/", 1)[-1][:-len(SUFFIX)] for path in self._paths()}
 
     def _paths(self) -> list[str]:
-        try:
-            matched = FileSystems.match([FileSystems.join(self.folder, "*" + SUFFIX)])[0]
-        except Exception:  # noqa: BLE001 - no folder yet
-            return []
-        return [m.path for m in matched.metadata_list]
+        return [path for path in storage.list_files(self.folder) if path.endswith(SUFFIX)]
 
 
 class _NoPickle(beam.coders.Coder):
