@@ -132,8 +132,10 @@ def delete(uri: str) -> None:
     """Remove the file or the folder (with everything below it) at `uri`, if there is one."""
     fs, path = resolve_uri(uri)
     kind = fs.get_file_info(path).type
-    if kind == pafs.FileType.Directory:
+    if kind == pafs.FileType.Directory and isinstance(fs, pafs.LocalFileSystem):
         fs.delete_dir(path)
+    elif kind == pafs.FileType.Directory:  # a prefix: its objects (there is no marker to delete)
+        fs.delete_dir_contents(path, missing_dir_ok=True)
     elif kind == pafs.FileType.File:
         fs.delete_file(path)
 

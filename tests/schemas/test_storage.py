@@ -1,0 +1,42 @@
+"""schemas/storage.py, the one storage module, on a local disk and on gs:// (the GCS emulator):
+a whole write leaves no temporary, a folder exists while any file lies below it, listing finds
+the files below a folder, and deleting a folder removes everything below it."""
+
+import os
+
+import pytest
+
+from flywheel.schemas import storage
+
+
+def check(root: str) -> None:
+    a, b = storage.join(root, "x/iterations/0/_COMMITTED"), storage.join(root, "x/iterations/1/part.bin")
+    storage.write_whole(a, b"{}", durable=True)
+    storage.write_whole(b, b"one")
+    storage.write_whole(b, b"two")  # replaced whole
+    assert storage.read_file(b) == b"two"
+    assert storage.exists(storage.join(root, "x/iterations")) and storage.exists(a)
+    assert not storage.exists(storage.join(root, "x/nothing"))
+    assert storage.list_files(storage.join(root, "x/iterations"), recursive=True) == sorted([a, b])
+    assert storage.list_files(storage.join(root, "x/iterations")) == []  # files only, this level
+    assert storage.list_files(storage.join(root, "x/none")) == []
+    storage.delete(storage.join(root, "x/iterations/1"))
+    storage.delete(storage.join(root, "x/gone"))  # nothing there: nothing to do
+    assert storage.list_files(storage.join(root, "x"), recursive=True) == [a]
+
+
+def test_local(tmp_path):
+    check(str(tmp_path))
+    assert [n for n in os.listdir(tmp_path / "x" / "iterations" / "0")] == ["_COMMITTED"]  # no temporary
+
+
+def test_gs(gcs_emulator, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    check("gs://runs/storage-test")
+
+
+@pytest.mark.parametrize("uri", ["relative/folder", "./a/../b"])
+def test_a_relative_folder_lists_absolute_paths(uri, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    storage.write_whole(storage.join(uri, "f"), b"1")
+    assert storage.list_files(uri) == [os.path.abspath(os.path.join(uri, "f"))]
