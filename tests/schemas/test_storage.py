@@ -40,3 +40,19 @@ def test_a_relative_folder_lists_absolute_paths(uri, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     storage.write_whole(storage.join(uri, "f"), b"1")
     assert storage.list_files(uri) == [os.path.abspath(os.path.join(uri, "f"))]
+
+
+def test_a_gs_run_deletes_an_interrupted_iteration(gcs_emulator, monkeypatch):
+    """RunLayout's delete on gs:// (Beam's `exists` never found a folder there, so nothing was)."""
+    from flywheel.settings.layout import RunLayout
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    layout = RunLayout("gs://runs/interrupted")
+    written = [storage.join(layout.table_dir("trajectories", 1), "domain=add/part-00000.parquet"),
+               storage.join(layout.checkpoint(1), "model.pt"),
+               storage.join(layout.table_dir("trajectories", 0), "domain=add/part-00000.parquet")]
+    for uri in written:
+        storage.write_whole(uri, b"x")
+    layout.write_json(layout.commit_marker(0), {"stages": []})
+    layout.delete_iteration(1)
+    assert storage.list_files(layout.root, recursive=True) == sorted([written[2], layout.commit_marker(0)])
+    assert layout.committed_iterations() == [0]
