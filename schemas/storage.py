@@ -43,9 +43,11 @@ def gcs_filesystem() -> pafs.GcsFileSystem:
     return pafs.GcsFileSystem(retry_time_limit=GCS_RETRY_LIMIT)
 
 
-def join(uri: str, name: str) -> str:
-    """`name` inside the folder `uri` (a trailing slash on `uri` is allowed)."""
-    return f"{uri.rstrip('/')}/{name}"
+def join(uri: str, *names: str) -> str:
+    """`names` inside the folder `uri`, one after another (a trailing slash on `uri` is allowed)."""
+    for name in names:
+        uri = f"{uri.rstrip('/')}/{name}"
+    return uri
 
 
 def relative_uri(target: str, start: str) -> str | None:

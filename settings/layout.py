@@ -7,7 +7,6 @@ gs://bucket/prefix both work, and reading a run needs no Beam: `flywheel sql` st
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 
 from flywheel.schemas import TABLES, read_table, storage, table_dataset
@@ -24,7 +23,7 @@ class RunLayout:
             anonymous_for_emulator()
 
     def join(self, *parts: str) -> str:
-        return _join(self.root, *parts)
+        return storage.join(self.root, *parts)
 
     @property
     def run_json(self) -> str:
@@ -32,7 +31,7 @@ class RunLayout:
 
     def table_dir(self, table: str, iteration: int | None = None) -> str:
         base = self.join("tables", table)
-        return base if iteration is None else _join(base, f"iteration={iteration}")
+        return base if iteration is None else storage.join(base, f"iteration={iteration}")
 
     def table_dataset(self, table: str):
         """The whole `table` of the run as one pyarrow dataset (empty if none yet)."""
@@ -63,8 +62,8 @@ class RunLayout:
 
     def write_json(self, path: str, value) -> None:
         """Write atomically: a marker cut short by a kill must not look complete."""
-        storage.write_whole(path, json.dumps(value, indent=2, sort_keys=True, default=str).encode(),
-                    durable=True)
+        data = json.dumps(value, indent=2, sort_keys=True, default=str).encode()
+        storage.write_whole(path, data, durable=True)
 
     def read_json(self, path: str):
         return json.loads(storage.read_file(path).decode())
@@ -89,7 +88,7 @@ class RunLayout:
         """Remove what an interrupted update of iteration K wrote (its checkpoint and trainer
         metrics), keeping its rollout: it is trained again from the same rows."""
         self.delete_paths([self.checkpoint(iteration),
-                      self.join(self.table_dir("metrics", iteration), "trainer.parquet")])
+                           self.join(self.table_dir("metrics", iteration), "trainer.parquet")])
 
     def delete_paths(self, paths: list[str]) -> None:
         """Remove each of `paths` (a file, or a folder with everything below it; local or on an
@@ -97,12 +96,3 @@ class RunLayout:
         for path in paths:
             storage.delete(path)
 
-
-def _join(base: str, *parts: str) -> str:
-    """Beam's FileSystems.join without importing Beam: os.path.join on a local disk; on an
-    object store each part after one '/'."""
-    if "://" not in base:
-        return os.path.join(base, *parts)
-    for part in parts:
-        base = base.rstrip("/") + "/" + part.lstrip("/")
-    return base

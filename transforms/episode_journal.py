@@ -46,7 +46,7 @@ _LEN = struct.Struct(">Q")
 def journal_folder(run_root: str, iteration: int) -> str:
     """Where iteration `iteration`'s ended episodes are journaled (outside iterations/K, which a
     rerun of the iteration deletes first)."""
-    return storage.join(storage.join(run_root, "journal"), f"iteration={iteration}")
+    return storage.join(run_root, "journal", f"iteration={iteration}")
 
 
 def episode_key(attempt: Attempt) -> str:
@@ -86,8 +86,10 @@ class EpisodeJournal:
                  self._errors.encode(list(errors))]
         data = MAGIC + b"".join(_LEN.pack(len(p)) + p for p in parts)
         path = self.path(header["key"])
-        storage.write_whole(path, data)  # no fsync: a killed process's writes survive it (after a power
-        return path              # cut the episode simply runs again)
+        # no fsync: a killed process's writes survive it (after a power cut the episode simply
+        # runs again)
+        storage.write_whole(path, data)
+        return path
 
     def read(self, key: str) -> JournalEntry | None:
         """The entry of `key`, or None when there is none or it does not read back whole."""
@@ -128,7 +130,10 @@ class EpisodeJournal:
         return {path.rsplit("/", 1)[-1][:-len(SUFFIX)] for path in self._paths()}
 
     def _paths(self) -> list[str]:
-        return [path for path in storage.list_files(self.folder) if path.endswith(SUFFIX)]
+        try:
+            return [path for path in storage.list_files(self.folder) if path.endswith(SUFFIX)]
+        except Exception:  # noqa: BLE001 - unreadable now: the journal is a safety net, never a failure
+            return []
 
 
 class _NoPickle(beam.coders.Coder):
