@@ -22,6 +22,7 @@ import pyarrow.dataset as ds
 
 from flywheel.settings.config import ReviewSettings
 from flywheel.settings.layout import RunLayout
+from flywheel.schemas import storage
 from flywheel.schemas.write import write_rows
 
 QUEUE_COLUMNS = ["iteration", "domain", "task_id", "group_id", "sample_index", "prompt",
@@ -90,7 +91,7 @@ def write_queue(layout: RunLayout, run_id: str, iteration: int, review: ReviewSe
                               filter=(ds.field("iteration") == iteration) & wanted)
     rows = queue_rows(table.to_pylist(), run_id, review, seed)
     if rows:
-        write_rows(layout.join(layout.table_dir("review_queue", iteration), "queue.parquet"),
+        write_rows(storage.join(layout.table_dir("review_queue", iteration), "queue.parquet"),
                    "review_queue", rows)
     return {"unverified": sum(r["reason"] == "unverified" for r in rows),
             "audit": sum(r["reason"] == "audit" for r in rows)}

@@ -24,6 +24,7 @@ from flywheel.settings.layout import RunLayout
 from flywheel.feedback.review_queue import attempt_id, response_digest
 from flywheel.feedback.review_stats import (PASS_AT, agreement, audit_disagreement,
                                              matching_labels, usable_queue_row)
+from flywheel.schemas import storage
 from flywheel.schemas.write import write_partitioned, write_rows
 from flywheel.trainer.algorithm import Algorithm
 from flywheel.trainer.credit import assign_credit
@@ -155,7 +156,7 @@ def review_before_update(layout: RunLayout, run_id: str, iteration: int, review:
               "queued_unverified": queued["unverified"], "queued_audit": queued["audit"],
               "unlabelled_at_update": missing}
     if any(counts.values()):  # a run without review gets no review/* rows
-        write_rows(layout.join(layout.table_dir("metrics", iteration), "review.parquet"),
+        write_rows(storage.join(layout.table_dir("metrics", iteration), "review.parquet"),
                    "metrics", review_metric_rows(run_id, iteration, counts))
     event("review_end", {"iteration": iteration, **counts})
     return counts

@@ -23,6 +23,12 @@ class RunLayout:
             anonymous_for_emulator()
 
     def join(self, *parts: str) -> str:
+        """`parts` below the run's root. A part that is itself a path (absolute, or a URI) is
+        refused: os.path.join would silently drop the root, storage.join would nest it twice."""
+        for part in parts:
+            if part.startswith("/") or "://" in part:
+                raise ValueError(f"RunLayout.join takes names below the run's root, not a path: "
+                                 f"{part!r} (use storage.join for a path)")
         return storage.join(self.root, *parts)
 
     @property
@@ -88,7 +94,7 @@ class RunLayout:
         """Remove what an interrupted update of iteration K wrote (its checkpoint and trainer
         metrics), keeping its rollout: it is trained again from the same rows."""
         self.delete_paths([self.checkpoint(iteration),
-                           self.join(self.table_dir("metrics", iteration), "trainer.parquet")])
+                           storage.join(self.table_dir("metrics", iteration), "trainer.parquet")])
 
     def delete_paths(self, paths: list[str]) -> None:
         """Remove each of `paths` (a file, or a folder with everything below it; local or on an

@@ -56,3 +56,29 @@ def test_a_gs_run_deletes_an_interrupted_iteration(gcs_emulator, monkeypatch):
     layout.delete_iteration(1)
     assert storage.list_files(layout.root, recursive=True) == sorted([written[2], layout.commit_marker(0)])
     assert layout.committed_iterations() == [0]
+
+
+@pytest.mark.parametrize("root", ["local", "gs"])
+def test_an_interrupted_update_is_deleted_and_its_rollout_kept(root, tmp_path, request, monkeypatch):
+    """delete_update removes the checkpoint and the trainer's metrics file, nothing else (the
+    metrics path was once built by joining a path onto the root, and nothing was deleted)."""
+    from flywheel.settings.layout import RunLayout
+    if root == "gs":
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", request.getfixturevalue("gcs_emulator"))
+    layout = RunLayout(str(tmp_path / "run") if root == "local" else "gs://runs/update")
+    kept = [storage.join(layout.table_dir("metrics", 2), "rollout.parquet"),
+            storage.join(layout.table_dir("trajectories", 2), "domain=add/part-00000.parquet")]
+    for uri in kept + [storage.join(layout.table_dir("metrics", 2), "trainer.parquet"),
+                       storage.join(layout.checkpoint(2), "model.pt")]:
+        storage.write_whole(uri, b"x")
+    layout.delete_update(2)
+    assert storage.list_files(layout.root, recursive=True) == sorted(kept)
+
+
+def test_the_layout_refuses_a_path_as_a_name(tmp_path):
+    from flywheel.settings.layout import RunLayout
+    layout = RunLayout(str(tmp_path / "run"))
+    for bad in (layout.table_dir("metrics", 0), "gs://b/x", "/abs"):
+        with pytest.raises(ValueError, match="not a path"):
+            layout.join(bad, "x.parquet")
+    assert layout.join("tables", "metrics") == layout.table_dir("metrics")
