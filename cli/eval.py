@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flywheel.cli.terminal import tell_settings_error, warn_old_flags
+from flywheel.cli.arg_types import nonnegative_int, positive_int
 
 EVAL_HELP = "evaluate a model or a run's checkpoint: pass@k, maj@N, best-of-N"
 DEFAULT_TASKS = 50  # held-out tasks per domain when --heldout-per-domain is not given
@@ -50,10 +51,11 @@ def eval_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flywheel eval", description=EVAL_HELP,
                                 epilog="Other flags are Beam pipeline options (e.g. --runner).")
     p.add_argument("--run-dir", help="evaluate this run's checkpoint, with its settings, into its tables")
-    p.add_argument("--iteration", type=int, help="evaluate the checkpoint iteration K wrote (default: "
+    p.add_argument("--iteration", type=nonnegative_int,
+                   help="evaluate the checkpoint iteration K wrote (default: "
                    "the last); its rows land under iteration=K+1, the policy version it is")
     p.add_argument("--out", help="output dir (default: the --run-dir, else evals/<timestamp>)")
-    p.add_argument("--n", type=int, default=16, help="sampled answers per task (besides one greedy)")
+    p.add_argument("--n", type=positive_int, default=16, help="sampled answers per task (besides one greedy)")
     p.add_argument("--k", default="1,4,16", help="the k of pass@k, comma-separated (each <= --n)")
     p.add_argument("--no-self-verify", action="store_true", help="do not ask the policy to judge its answers")
     p.add_argument("--name", help="the evaluation's name (default: n, temperature, turns, budget)")

@@ -27,6 +27,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from flywheel.cli.arg_types import nonnegative_int
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("review", help="label queued attempts on a local web page; label statistics")
@@ -34,7 +36,8 @@ def add_parser(sub) -> None:
     serve = cmds.add_parser("serve", help="serve the review page for a run")
     serve.add_argument("--run-dir", required=True, help="the run (local path or gs://...)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    serve.add_argument("--port", type=int, default=8810, help="0 picks a free port (default: %(default)s)")
+    serve.add_argument("--port", type=nonnegative_int, default=8810,
+                       help="0 picks a free port (default: %(default)s)")
     serve.add_argument("--token-file", type=Path, default=None,
                        help="reviewers' tokens: lines name:token, or one token (yours, named by your "
                             "login); make one with `openssl rand -hex 32`. Default: the reviewers "
@@ -48,7 +51,8 @@ def add_parser(sub) -> None:
     add.add_argument("name", help="the reviewer's name: letters, digits, _ . - (at most 64)")
     add.add_argument("--run-dir", required=True, help="the run (local path or gs://...)")
     add.add_argument("--host", default="127.0.0.1", help="the host of the printed link (default: %(default)s)")
-    add.add_argument("--port", type=int, default=8810, help="the port of the printed link (default: %(default)s)")
+    add.add_argument("--port", type=nonnegative_int, default=8810,
+                     help="the port of the printed link (default: %(default)s)")
     stats = cmds.add_parser("stats", help="queue counts, reviewer agreement, audit disagreement")
     stats.add_argument("--run-dir", required=True, help="the run (local path or gs://...)")
     stats.add_argument("--format", choices=("table", "json"), default="table")

@@ -32,6 +32,7 @@ from pathlib import Path
 from flywheel.cli.sandbox_flags import add_sandbox_flags, given_options
 from flywheel.sandbox import Limits
 from flywheel.web.service_limits import ServiceLimits
+from flywheel.cli.arg_types import nonnegative_int, positive_float, positive_int
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -42,9 +43,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     ex.add_argument("file", type=Path)
     ex.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to FILE.py")
     add_sandbox_flags(ex, "--backend")
-    ex.add_argument("--timeout", type=float, default=Limits().timeout_s,
+    ex.add_argument("--timeout", type=positive_float, default=Limits().timeout_s,
                     help="wall-clock limit in seconds (default: %(default)s)")
-    ex.add_argument("--memory-mb", type=int, default=Limits().memory_mb,
+    ex.add_argument("--memory-mb", type=positive_int, default=Limits().memory_mb,
                     help="memory limit in MiB (default: %(default)s)")
     ex.add_argument("--stdin", type=Path, default=None, help="file fed to the code's stdin")
     _docker_flags(ex)
@@ -55,7 +56,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     build.add_argument("--python", default="/usr/bin/python3", help="interpreter to package")
     serve = sub.add_parser("serve", help="serve a sandbox backend over HTTP (for --sandbox remote)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    serve.add_argument("--port", type=int, default=8700, help="0 picks a free port (default: %(default)s)")
+    serve.add_argument("--port", type=nonnegative_int, default=8700,
+                       help="0 picks a free port (default: %(default)s)")
     add_sandbox_flags(serve, "--backend")
     serve.add_argument("--token-file", type=Path, default=None,
                        help="file holding the bearer token clients must send (make one with "
@@ -67,19 +69,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                        help="a further Host name clients use (a DNS name of this machine, a "
                             "proxy's); requests naming any other host are refused (DNS "
                             "rebinding). Repeatable")
-    serve.add_argument("--capacity", type=int, default=os.cpu_count() or 2,
+    serve.add_argument("--capacity", type=positive_int, default=os.cpu_count() or 2,
                        help="runs at once; more are refused with 503 busy (default: CPU count)")
     limits = ServiceLimits()
-    serve.add_argument("--max-connections", type=int, default=limits.max_connections,
+    serve.add_argument("--max-connections", type=positive_int, default=limits.max_connections,
                        help="connections held at once (a thread each); more are answered 503 and "
                             "closed (default: %(default)s)")
-    serve.add_argument("--idle-timeout", type=float, default=limits.idle_timeout_s,
+    serve.add_argument("--idle-timeout", type=positive_float, default=limits.idle_timeout_s,
                        help="seconds a kept-alive connection may wait for its next request "
                             "(default: %(default)s)")
-    serve.add_argument("--read-timeout", type=float, default=limits.read_timeout_s,
+    serve.add_argument("--read-timeout", type=positive_float, default=limits.read_timeout_s,
                        help="seconds in all for a request's line and headers, and for its body "
                             f"besides {limits.min_body_rate >> 20} MiB/s (default: %(default)s)")
-    serve.add_argument("--max-body-mb", type=float, default=limits.max_body / (1 << 20),
+    serve.add_argument("--max-body-mb", type=positive_float, default=limits.max_body / (1 << 20),
                        help="largest request in MiB; larger ones are refused (413) unread "
                             "(default: %(default)s, the default work dir's size)")
     return p

@@ -27,6 +27,7 @@ from flywheel.settings.option_items import parse_options, split_items
 from flywheel.web.same_origin import parse_allowed_host
 from flywheel.web.service_limits import ServiceLimits
 from flywheel.web.service_token import default_token, is_loopback, read_named_tokens
+from flywheel.cli.arg_types import nonnegative_int, positive_float, positive_int
 
 # torch, the policy and the server are imported in run(): `flywheel --help` stays fast.
 
@@ -49,7 +50,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--record-dir", required=True,
                    help="where the interactions and feedback tables are written (local or gs://)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8800, help="0 picks a free port (default: %(default)s)")
+    p.add_argument("--port", type=nonnegative_int, default=8800,
+                   help="0 picks a free port (default: %(default)s)")
     p.add_argument("--token-file", default=None,
                    help="bearer tokens clients must send (an OpenAI client's api_key): one token, "
                         "or lines name:token (the name is recorded as `client`); make one with "
@@ -61,18 +63,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
                    help="a further Host name clients use (a proxy's, a DNS name); requests naming "
                         "any other host are refused (DNS rebinding). Repeatable")
-    p.add_argument("--max-batch", type=int, default=8, help="rows sampled together (default: %(default)s)")
-    p.add_argument("--max-queue", type=int, default=64,
+    p.add_argument("--max-batch", type=positive_int, default=8,
+                   help="rows sampled together (default: %(default)s)")
+    p.add_argument("--max-queue", type=positive_int, default=64,
                    help="requests waiting; more are answered 503 (default: %(default)s)")
-    p.add_argument("--max-tokens-cap", type=int, default=512,
+    p.add_argument("--max-tokens-cap", type=positive_int, default=512,
                    help="a request's max_tokens is cut to this (default: %(default)s)")
-    p.add_argument("--flush-rows", type=int, default=64,
+    p.add_argument("--flush-rows", type=positive_int, default=64,
                    help="write the buffered rows once this many wait (default: %(default)s)")
-    p.add_argument("--flush-seconds", type=float, default=5.0,
+    p.add_argument("--flush-seconds", type=positive_float, default=5.0,
                    help="... or once the oldest waited this long (default: %(default)s)")
-    p.add_argument("--max-connections", type=int, default=64,
+    p.add_argument("--max-connections", type=positive_int, default=64,
                    help="connections held at once; more are answered 503 (default: %(default)s)")
-    p.add_argument("--max-body-kb", type=int, default=1024,
+    p.add_argument("--max-body-kb", type=positive_int, default=1024,
                    help="largest request body; larger ones are refused (413) unread (default: %(default)s)")
     return p
 

@@ -32,6 +32,8 @@ import argparse
 from rich.markup import escape
 from rich.table import Table
 
+from flywheel.cli.arg_types import nonnegative_int, positive_int
+
 # torch, Beam and the data sources are imported in run(): `flywheel --help` starts without them.
 
 SOURCES = {"sft": ("tasks", "domain", "examples", "from_run"), "dpo": ("pairs", "reviews_run")}
@@ -44,7 +46,7 @@ def add_parser(sub) -> None:
     sft.add_argument("--tasks", action="append", default=[], metavar="FILE",
                      help="task files or patterns (JSONL/JSON/Parquet; repeatable or comma-separated)")
     sft.add_argument("--domain", help="built-in domains whose train tasks are demonstrated (comma-separated)")
-    sft.add_argument("--n", type=int, default=256, help="train tasks per --domain")
+    sft.add_argument("--n", type=positive_int, default=256, help="train tasks per --domain")
     sft.add_argument("--examples", metavar="DIR",
                      help="a folder holding tables/sft_examples (flywheel import)")
     sft.add_argument("--from-run", metavar="RUN_DIR", help="train on this run's verified successes (RFT)")
@@ -70,18 +72,18 @@ def _common(p: argparse.ArgumentParser, lr: float, epochs: int) -> None:
                        help="its options, e.g. model=smollm2,lora_r=8 (LoRA: only an adapter trains)")
     start.add_argument("--from-checkpoint", metavar="CKPT", help="start from this checkpoint instead")
     p.add_argument("--out", required=True, metavar="CKPT_URI", help="where the checkpoint is written")
-    p.add_argument("--epochs", type=int, default=epochs)
+    p.add_argument("--epochs", type=positive_int, default=epochs)
     p.add_argument("--lr", type=float, default=lr, help="AdamW learning rate")
-    p.add_argument("--batch-tokens", type=int, default=4096,
+    p.add_argument("--batch-tokens", type=positive_int, default=4096,
                    help="padded tokens per optimizer step (sequences x longest)")
-    p.add_argument("--micro-tokens", type=int, default=0,
+    p.add_argument("--micro-tokens", type=nonnegative_int, default=0,
                    help="padded tokens per forward/backward (gradient accumulation); 0: the whole step")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-domain", help="a built-in domain whose held-out greedy pass@1 is "
                    "measured before training and after each epoch")
-    p.add_argument("--eval-tasks", type=int, default=64, help="held-out tasks of --eval-domain")
+    p.add_argument("--eval-tasks", type=positive_int, default=64, help="held-out tasks of --eval-domain")
     p.add_argument("--sandbox", default="local", help="sandbox backend of the evaluation")
-    p.add_argument("--processes", type=int, default=1,
+    p.add_argument("--processes", type=positive_int, default=1,
                    help="data-parallel training processes on this machine (torchrun; one GPU each "
                         "where there are GPUs)")
 

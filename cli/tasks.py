@@ -29,6 +29,7 @@ from flywheel.domains.environments import with_environment
 from flywheel.domains.registry import prepare_task
 from flywheel.domains.task_files import expand_pattern, raw_rows, task_rows, where
 from flywheel.domains.task_formats import TASK_FORMATS
+from flywheel.cli.arg_types import positive_int
 
 
 def _files(pattern: str) -> Iterator[tuple[str, bytes | None]]:
@@ -128,7 +129,7 @@ def add_parser(sub) -> None:
     validate.add_argument("--sandbox", choices=("local", "docker"), default="local",
                           help="where repository tasks run (docker: in the image a task names; "
                                "DOCKER_HOST says which daemon)")
-    validate.add_argument("--workers", type=int, default=4, metavar="N",
+    validate.add_argument("--workers", type=positive_int, default=4, metavar="N",
                           help="repository tasks run in the sandbox N at a time (default: %(default)s)")
 
 

@@ -24,6 +24,7 @@ from flywheel.domains.task_files import where
 from flywheel.cli.sandbox_flags import add_sandbox_flags, given_options
 from flywheel.cli.tasks import load_tasks, read_rows
 from flywheel.verifiers.bounded import BoundedVerifier, Bounds
+from flywheel.cli.arg_types import positive_float, positive_int
 
 
 def attempt_of(task: dict, response: str, index: int):
@@ -80,11 +81,11 @@ def add_parser(sub) -> None:
     p.add_argument("--responses", required=True, help="JSONL of {task_id, response}")
     p.add_argument("--domain", help="domain of task rows that have no `domain` field")
     add_sandbox_flags(p)
-    p.add_argument("--verify-deadline", type=float, default=Bounds().deadline_s,
+    p.add_argument("--verify-deadline", type=positive_float, default=Bounds().deadline_s,
                    help="seconds one verification may take (default: %(default)s)")
-    p.add_argument("--verify-memory-mb", type=int, default=Bounds().memory_mb,
+    p.add_argument("--verify-memory-mb", type=positive_int, default=Bounds().memory_mb,
                    help="MiB one verification may add to its worker (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=2, help="sandbox runs in parallel")
+    p.add_argument("--workers", type=positive_int, default=2, help="sandbox runs in parallel")
 
 
 def sandbox_options(args) -> dict:
