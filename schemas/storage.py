@@ -13,10 +13,13 @@ emulator at $STORAGE_EMULATOR_HOST when that is set, anonymously, as Google's ow
 libraries (and so Beam's gcsio) do: without it, pyarrow would talk to the real service while
 Beam wrote to the emulator.
 """
+import contextlib
 import os
 import posixpath
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
@@ -104,24 +107,31 @@ def make_dirs(uri: str) -> None:
         fs.create_dir(path, recursive=True)
 
 
-def write_whole(uri: str, data: bytes, durable: bool = False) -> None:
+def write_whole(uri: str, data: bytes | Callable[[BinaryIO], object], durable: bool = False) -> None:
     """Write `data` at `uri` whole or not at all: on a local disk to a hidden temporary name in
     the same folder, renamed into place (`durable`: synced to the disk first, so that a power cut
-    leaves the old file or the new one); an object store creates an object whole or not at all."""
+    leaves the old file or the new one); an object store creates an object whole or not at all.
+    `data` is the bytes, or a function that writes them to the open file (Parquet streams in)."""
+    write = data if callable(data) else (lambda f: f.write(data))
     fs, path = resolve_uri(uri)
-    if not isinstance(fs, pafs.LocalFileSystem):
+    if not isinstance(fs, pafs.LocalFileSystem):  # no folders made: a marker object is clutter
         with fs.open_output_stream(path) as f:
-            f.write(data)
+            write(f)
         return
     folder, name = os.path.split(path)
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".{name}.tmp-{uuid.uuid4().hex}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def exists(uri: str) -> bool:

@@ -1,16 +1,16 @@
-"""One Parquet file of a table from row dicts, without Beam: for the commands that write tables
-outside a pipeline (`flywheel import`, `flywheel serve`'s recorder, the review page)."""
+"""One Parquet file of a table from row dicts, without Beam: Beam's WriteTable, the driver's
+metrics and the commands that write tables outside a pipeline (`flywheel import`, `flywheel
+serve`'s recorder, the review page)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
 
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from flywheel.schemas import storage
 from flywheel.schemas.tables import PARTITION_COLUMNS
-from flywheel.schemas.storage import resolve_uri
 from flywheel.schemas.validation import rows_to_file_table
 
 
@@ -29,21 +29,12 @@ SORT_KEYS = ("domain", "task_id", "sample_index", "stage", "name")
 
 def write_rows(uri: str, table: str, rows: Iterable[Mapping]) -> str:
     """Write `rows` (validated against `table`'s schema) as one Parquet file at `uri`, local or
-    gs://, in SORT_KEYS order; written to a temporary name first and renamed where the
-    filesystem can, so a reader never sees half a file. The one table writer: Beam's WriteTable,
+    gs://, in SORT_KEYS order, whole or not at all (storage.write_whole), so a reader never sees
+    half a file. The one table writer: Beam's WriteTable,
     the driver's metrics, import, serve and review all call it."""
     rows = sorted(rows, key=lambda r: tuple(str(r.get(k)) for k in SORT_KEYS))
     arrow = rows_to_file_table(table, rows)
-    fs, path = resolve_uri(uri)
-    parent = path.rsplit("/", 1)[0]
-    local = isinstance(fs, pafs.LocalFileSystem)
-    if local:  # an object store has no folders: a marker object there is clutter (and breaks the emulator)
-        fs.create_dir(parent, recursive=True)
-    target = f"{parent}/.tmp-{uuid.uuid4().hex}" if local else path
-    with fs.open_output_stream(target) as f:
-        pq.write_table(arrow, f, compression="zstd")
-    if local:
-        fs.move(target, path)
+    storage.write_whole(uri, lambda f: pq.write_table(arrow, f, compression="zstd"))
     return uri
 
 

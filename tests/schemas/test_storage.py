@@ -82,3 +82,20 @@ def test_the_layout_refuses_a_path_as_a_name(tmp_path):
         with pytest.raises(ValueError, match="not a path"):
             layout.join(bad, "x.parquet")
     assert layout.join("tables", "metrics") == layout.table_dir("metrics")
+
+
+def test_a_writer_that_fails_leaves_no_file_and_no_temporary(tmp_path):
+    """write_whole with a function (how Parquet streams in): a failure midway leaves the old
+    file as it was, and nothing beside it."""
+    target = str(tmp_path / "t" / "part.parquet")
+    storage.write_whole(target, b"old")
+
+    def half(f):
+        f.write(b"new, cut")
+        raise RuntimeError("the writer failed")
+
+    with pytest.raises(RuntimeError):
+        storage.write_whole(target, half)
+    assert storage.read_file(target) == b"old" and os.listdir(tmp_path / "t") == ["part.parquet"]
+    storage.write_whole(target, lambda f: f.write(b"streamed"))
+    assert storage.read_file(target) == b"streamed"
