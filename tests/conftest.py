@@ -9,8 +9,13 @@ slow every test case with a parameter whose value names a sandbox backend other 
 (SANDBOX_BACKENDS; whatever the parameter or fixture is called: `backend`, `sandbox`, a module's
 own list), and every test that needs the private dockerd (`docker_daemon`): docker starts take
 seconds per test. `@pytest.mark.quick_on(*backends)` widens the quick set for one test or module
-where a second backend is the point of a quick check."""
+where a second backend is the point of a quick check.
 
+Models are cached for the session, not in the user's ~/.cache (`session_model_cache`): one cache
+the session's pytest workers share, so SmolLM2's dequantized copy is made once per session.
+Tests of the cache itself set a cache of their own (tests/policy/hf/conftest.py)."""
+
+import os
 import subprocess
 
 import pytest
@@ -157,6 +162,18 @@ def verified(isolating):
     assert pid in ((1, 2) if local else range(1, 64)), result
     assert ppid in ((0, 1) if local else range(1, pid)) and interfaces == "['lo']", result
     return isolating
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_model_cache(tmp_path_factory):
+    """FLYWHEEL_MODEL_CACHE for the session: beside the workers' own temporary folders, so every
+    pytest worker of this session shares it (and a later session starts afresh)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "model-cache"
+    patch = pytest.MonkeyPatch()
+    patch.setenv("FLYWHEEL_MODEL_CACHE", str(root))
+    yield root
+    patch.undo()
 
 
 @pytest.fixture(scope="module")

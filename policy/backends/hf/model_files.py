@@ -1,5 +1,5 @@
 """Where an `hf` model's files are: a local directory or GGUF file, a copy of a URI in a local
-cache, or a named model; and copying a saved directory up to a URI.
+cache, or a named model; a GGUF file's dequantized copy; and copying a saved directory up to a URI.
 
 `transformers` reads local files only, so a `gs://` (any pyarrow.fs URI) model is copied once
 per machine into FLYWHEEL_MODEL_CACHE (default ~/.cache/flywheel/models). The cache key holds
@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -60,6 +61,34 @@ def local_path(uri: str) -> str:
 def _download(fs: pafs.FileSystem, src: str, dest: Path) -> None:
     with fs.open_input_stream(src) as inp, open(dest, "wb") as out:
         shutil.copyfileobj(inp, out, length=8 << 20)
+
+
+def dequantized(directory: str, gguf: str, dtype: str, load: Callable[[], tuple]) -> str:
+    """A plain model folder (safetensors, config, tokenizer) holding the GGUF file `gguf` of
+    `directory` dequantized to `dtype`, made once per machine in the model cache with
+    `load()` -> (model, tokenizer): reading a GGUF file parses it three times (config, tokenizer,
+    weights), ~20 s for SmolLM2-135M; the saved folder loads in about a second, the same
+    weights bit for bit. Keyed by the file's content, the dtype and the transformers version
+    (which does the dequantizing), so a changed file or reader is never served stale."""
+    import transformers
+    digest = hashlib.sha256()
+    with open(os.path.join(directory, gguf), "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    digest.update(f"\n{dtype}\n{transformers.__version__}".encode())
+    dest = cache_root() / f"gguf-{Path(gguf).stem}-{digest.hexdigest()[:16]}"
+    if not (dest / ".complete").exists():
+        tmp = cache_root() / f"{dest.name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model, tokenizer = load()
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / ".complete").write_text(os.path.join(directory, gguf))
+        try:
+            os.replace(tmp, dest)
+        except OSError:  # another process finished the same copy first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(dest)
 
 
 def model_location(path: str) -> tuple[str, str | None]:

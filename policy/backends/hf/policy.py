@@ -29,6 +29,7 @@ from flywheel.schemas.storage import join, relative_uri, resolve
 from flywheel.policy.backends import POLICIES
 from flywheel.policy.backends.hf import chat_turns, logprobs
 from flywheel.policy.backends.hf.model_files import (
+    dequantized,
     is_remote,
     local_path,
     model_location,
@@ -253,21 +254,32 @@ def _quiet(gguf: str | None):
 
 
 def _from_pretrained(directory: str, gguf: str | None, dtype: str, device):
-    """(model, tokenizer) from local files only; a GGUF model is dequantized to `dtype` and
-    left without its quantizer, so it trains and saves as a plain model."""
+    """(model, tokenizer) from local files only; a GGUF model is read from its dequantized copy
+    in the model cache (model_files.dequantized), made on first use."""
     try:
         import transformers
     except ImportError as e:
         raise ImportError("the hf policy backend needs the hf extra: pip install 'flywheel[hf]'") from e
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    kwargs = {"local_files_only": True, **({"gguf_file": gguf} if gguf else {})}
-    with _quiet(gguf):
-        tokenizer = transformers.AutoTokenizer.from_pretrained(directory, **kwargs)
-        model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=DTYPES[dtype],
-                                                                  **kwargs)
-    if gguf:
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
+    if gguf:  # dequantized once per machine, then a plain folder (a GGUF parse is ~20 s)
+        directory = dequantized(directory, gguf, dtype, lambda: _from_gguf(directory, gguf, dtype))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=DTYPES[dtype],
+                                                              local_files_only=True)
     return model.to(device), tokenizer
+
+
+def _from_gguf(directory: str, gguf: str, dtype: str):
+    """(model, tokenizer) read from the GGUF file itself, the model left without its quantizer,
+    so that it trains and saves as a plain model."""
+    import transformers
+    with _quiet(gguf):
+        tokenizer = transformers.AutoTokenizer.from_pretrained(directory, gguf_file=gguf,
+                                                               local_files_only=True)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            directory, gguf_file=gguf, dtype=DTYPES[dtype], local_files_only=True)
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model, tokenizer

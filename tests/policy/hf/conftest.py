@@ -15,3 +15,11 @@ def tiny_model_dir(tmp_path_factory):
 def model_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("FLYWHEEL_MODEL_CACHE", str(tmp_path / "model-cache"))
     return tmp_path / "model-cache"
+
+
+@pytest.fixture
+def shared_model_cache(session_model_cache, monkeypatch):
+    """The session's model cache instead of the test's own: for tests of a large named model
+    (SmolLM2, whose dequantized copy takes ~20 s to make), not of the cache."""
+    monkeypatch.setenv("FLYWHEEL_MODEL_CACHE", str(session_model_cache))
+    return session_model_cache

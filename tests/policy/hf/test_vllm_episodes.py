@@ -57,7 +57,7 @@ def scored(policy, rows):
     return lp[mask], batch["old_logprobs"][mask]
 
 
-def test_smollm2_with_vllm_runs_a_mixed_iteration_whose_tables_hold_its_ids(tmp_path):
+def test_smollm2_with_vllm_runs_a_mixed_iteration_whose_tables_hold_its_ids(tmp_path, shared_model_cache):
     from flywheel.settings.layout import RunLayout
     from flywheel.policy.backends.hf.vllm_engine import vllm_missing
     from flywheel.policy.checkpoint import load_checkpoint, recorded_digest
