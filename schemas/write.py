@@ -30,8 +30,8 @@ SORT_KEYS = ("domain", "task_id", "sample_index", "stage", "name")
 def write_rows(uri: str, table: str, rows: Iterable[Mapping]) -> str:
     """Write `rows` (validated against `table`'s schema) as one Parquet file at `uri`, local or
     gs://, in SORT_KEYS order, whole or not at all (storage.write_whole), so a reader never sees
-    half a file. The one table writer: Beam's WriteTable,
-    the driver's metrics, import, serve and review all call it."""
+    half a file. The one table writer: Beam's WriteTable, the driver's metrics, import, serve
+    and review all call it."""
     rows = sorted(rows, key=lambda r: tuple(str(r.get(k)) for k in SORT_KEYS))
     arrow = rows_to_file_table(table, rows)
     storage.write_whole(uri, lambda f: pq.write_table(arrow, f, compression="zstd"))

@@ -68,22 +68,22 @@ def dequantized(directory: str, gguf: str, dtype: str, load: Callable[[], tuple]
     `directory` dequantized to `dtype`, made once per machine in the model cache with
     `load()` -> (model, tokenizer): reading a GGUF file parses it three times (config, tokenizer,
     weights), ~20 s for SmolLM2-135M; the saved folder loads in about a second, the same
-    weights bit for bit. Keyed by the file's content, the dtype and the transformers version
-    (which does the dequantizing), so a changed file or reader is never served stale."""
+    weights bit for bit. The copy takes the dequantized model's size on disk (that of the model
+    in memory). Keyed, as a URI's copy is, by the file's path, size and modification time, plus
+    the dtype and the transformers version (which does the dequantizing): a changed file or
+    reader is never served stale."""
     import transformers
-    digest = hashlib.sha256()
-    with open(os.path.join(directory, gguf), "rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    digest.update(f"\n{dtype}\n{transformers.__version__}".encode())
-    dest = cache_root() / f"gguf-{Path(gguf).stem}-{digest.hexdigest()[:16]}"
+    path = os.path.realpath(os.path.join(directory, gguf))
+    st = os.stat(path)
+    key = f"{path}\t{st.st_size}\t{st.st_mtime_ns}\n{dtype}\n{transformers.__version__}"
+    dest = cache_root() / f"gguf-{Path(gguf).stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     if not (dest / ".complete").exists():
         tmp = cache_root() / f"{dest.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         model, tokenizer = load()
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / ".complete").write_text(os.path.join(directory, gguf))
+        (tmp / ".complete").write_text(path)
         try:
             os.replace(tmp, dest)
         except OSError:  # another process finished the same copy first
