@@ -1,10 +1,11 @@
 """EpisodeWatch: while an iteration rolls out, one event per episode that ends.
 
 RunEpisodes writes each ended episode to the iteration's journal as it ends
-(transforms/episode_journal.py); this thread of the driver reads the new files' headers every
-`every_s` seconds and sends `episode_end` events (task, sample, turns, how it ended, its seconds,
-and how many have ended so far), which the progress display and the run log show. The watch reads
-only headers and only of files it has not seen, so a long iteration costs one listing per poll.
+(transforms/episode_journal.py); this thread of the driver reads the new files' headers
+(records/journal_files.py, without Beam) every `every_s` seconds and sends `episode_end` events
+(task, sample, turns, how it ended, its seconds, and how many have ended so far), which the
+progress display and the run log show. The watch reads only headers and only of files it has
+not seen, so a long iteration costs one listing per poll.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
-from flywheel.transforms.episode_journal import EpisodeJournal, journal_folder
+from flywheel.records.journal_files import journal_folder, read_headers
 
 Event = Callable[[str, dict], None]
 
@@ -22,7 +23,7 @@ class EpisodeWatch:
     """A context manager: polls `folder` from enter to exit (and once more at exit)."""
 
     def __init__(self, folder: str, iteration: int, event: Event, every_s: float = 2.0):
-        self.journal, self.iteration, self.event = EpisodeJournal(folder), iteration, event
+        self.folder, self.iteration, self.event = folder, iteration, event
         self.every_s = every_s
         self.seen: set[str] = set()
         self.ended = 0
@@ -31,7 +32,7 @@ class EpisodeWatch:
 
     def __enter__(self):
         # episodes kept from a killed run of this iteration are not news: counted, not shown
-        self.ended = len(self.journal.headers(self.seen))
+        self.ended = len(read_headers(self.folder, self.seen))
         self._thread.start()
         return self
 
@@ -46,7 +47,7 @@ class EpisodeWatch:
             self.poll()
 
     def poll(self) -> None:
-        for header in self.journal.headers(self.seen):
+        for header in read_headers(self.folder, self.seen):
             self.ended += 1
             try:
                 self.event("episode_end", {**header, "iteration": self.iteration,
@@ -59,7 +60,7 @@ def ended_episodes(run_root: str, iteration: int) -> dict | None:
     """The episodes of iteration `iteration` that have ended and are not yet committed (its
     journal): how many, how they ended, their turns and seconds; None when there are none."""
     folder = journal_folder(run_root, iteration)
-    headers = EpisodeJournal(folder).headers()
+    headers = read_headers(folder)
     if not headers:
         return None
     ends = Counter(str(h.get("end")) for h in headers)

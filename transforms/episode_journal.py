@@ -19,41 +19,26 @@ is committed (`RunLayout.delete_paths`). The files are read back without pickle:
 refused on write (the episode is then simply not journaled; `episode_journal_errors` counts it)
 and on read (the entry is ignored), so a run folder others can write cannot run code in a resume.
 
-File layout: MAGIC, then three length-prefixed parts: a JSON header (what progress and status
-show, and the digest of the weights that sampled the episode), the attempt (AttemptCoder) and the
-episode's error rows (Beam's deterministic primitives coder).
+The file layout, the keys and the headers are Beam-free (records/journal_files.py: progress and
+`flywheel status` read only headers); here are the coders of an entry's other two parts: the
+attempt (AttemptCoder) and the episode's error rows (Beam's deterministic primitives coder).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import struct
 import time
 from dataclasses import dataclass
 
 import apache_beam as beam
 
 from flywheel.records.attempt import Attempt
+from flywheel.records.journal_files import (SUFFIX, episode_key, journal_folder, journal_paths,
+                                            pack, read_headers, unpack)
 from flywheel.schemas import storage
 from flywheel.transforms.attempt_coder import AttemptCoder
 
-MAGIC = b"flywheel-episode 1\n"
-SUFFIX = ".episode"
-_LEN = struct.Struct(">Q")
-
-
-def journal_folder(run_root: str, iteration: int) -> str:
-    """Where iteration `iteration`'s ended episodes are journaled (outside iterations/K, which a
-    rerun of the iteration deletes first)."""
-    return storage.join(run_root, "journal", f"iteration={iteration}")
-
-
-def episode_key(attempt: Attempt) -> str:
-    """Who the episode is: the same attempt of a rerun of the same iteration has the same key."""
-    who = [attempt.run_id, attempt.iteration, attempt.policy_version, attempt.mode, attempt.domain,
-           attempt.task_id, attempt.group_id, attempt.sample_index, attempt.seed]
-    return hashlib.sha256(json.dumps(who, default=str).encode()).hexdigest()[:40]
+__all__ = ["EpisodeJournal", "JournalEntry", "episode_key", "journal_folder"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +69,7 @@ class EpisodeJournal:
                   "ended_at": time.time()}
         parts = [json.dumps(header, sort_keys=True).encode(), self._coder.encode(attempt),
                  self._errors.encode(list(errors))]
-        data = MAGIC + b"".join(_LEN.pack(len(p)) + p for p in parts)
+        data = pack(parts)
         path = self.path(header["key"])
         # no fsync: a killed process's writes survive it (after a power cut the episode simply
         # runs again)
@@ -96,7 +81,7 @@ class EpisodeJournal:
         path = self.path(key)
         try:
             data = storage.read_file(path)
-            header, attempt, errors = _split(data, 3)
+            header, attempt, errors = unpack(data, 3)
             entry = JournalEntry(json.loads(header), self._coder.decode(attempt),
                                  self._errors.decode(errors))
         except Exception:  # noqa: BLE001 - cut short or foreign: the episode simply runs again
@@ -104,36 +89,13 @@ class EpisodeJournal:
         return entry if entry.header.get("key") == key == episode_key(entry.attempt) else None
 
     def headers(self, seen: set[str] | None = None) -> list[dict]:
-        """Every readable entry's header, oldest first (progress and status read only these).
-        `seen`: paths already read, skipped; the paths read now are added to it."""
-        found = []
-        for path in self._paths():
-            if seen is not None and path in seen:
-                continue
-            try:
-                fs, local = storage.resolve_uri(path)
-                with fs.open_input_file(local) as f:
-                    data = f.read(len(MAGIC) + _LEN.size)
-                    if not data.startswith(MAGIC):
-                        continue
-                    (size,) = _LEN.unpack(data[len(MAGIC):])
-                    found.append(json.loads(f.read(size)))
-                if seen is not None:
-                    seen.add(path)
-            except Exception:  # noqa: BLE001 - being written or cut short: not counted yet
-                continue
-        return sorted(found, key=lambda h: h.get("ended_at", 0))
+        """Every readable entry's header, oldest first (records/journal_files.read_headers)."""
+        return read_headers(self.folder, seen)
 
     def keys(self) -> set[str]:
         """The keys of the entries in the folder: one listing (on gs://, one request per bundle
         instead of one per episode)."""
-        return {path.rsplit("/", 1)[-1][:-len(SUFFIX)] for path in self._paths()}
-
-    def _paths(self) -> list[str]:
-        try:
-            return [path for path in storage.list_files(self.folder) if path.endswith(SUFFIX)]
-        except Exception:  # noqa: BLE001 - unreadable now: the journal is a safety net, never a failure
-            return []
+        return {path.rsplit("/", 1)[-1][:-len(SUFFIX)] for path in journal_paths(self.folder)}
 
 
 class _NoPickle(beam.coders.Coder):
@@ -147,19 +109,3 @@ class _NoPickle(beam.coders.Coder):
 
     def is_deterministic(self) -> bool:
         return True
-
-
-def _split(data: bytes, n: int) -> list[bytes]:
-    if not data.startswith(MAGIC):
-        raise ValueError("not a journal entry")
-    parts, at = [], len(MAGIC)
-    for _ in range(n):
-        (size,) = _LEN.unpack_from(data, at)
-        at += _LEN.size
-        if at + size > len(data):
-            raise ValueError("cut short")
-        parts.append(data[at:at + size])
-        at += size
-    if at != len(data):
-        raise ValueError("trailing bytes")
-    return parts

@@ -1,5 +1,6 @@
-"""`flywheel sql` starts without Beam or torch: naming a run's paths and reading its tables are
-pyarrow and DuckDB only (settings/layout.py imports Beam inside the methods that touch files)."""
+"""`flywheel sql` and `flywheel status` start without Beam or torch: naming a run's paths and
+reading its tables are pyarrow and DuckDB only (settings/layout.py imports Beam inside the
+methods that touch files), and the journal's headers are read Beam-free (records/journal_files.py)."""
 
 import json
 import subprocess
@@ -22,4 +23,31 @@ def test_a_query_imports_neither_beam_nor_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     code, out, beam, torch = json.loads(done.stdout.splitlines()[-1])
     assert code == 0 and json.loads(out) == {"s": 2.0}
+    assert (beam, torch) == (False, False)
+
+
+def test_status_of_a_run_in_flight_imports_neither_beam_nor_torch(tmp_path):
+    """`flywheel status` reads the journal's headers (records/journal_files.py) without Beam: an
+    iteration in flight shows its ended episodes."""
+    from flywheel.records.journal_files import journal_folder, pack
+    from flywheel.schemas import storage
+    from flywheel.settings.layout import RunLayout
+    layout = RunLayout(str(tmp_path))
+    layout.write_json(layout.run_json, {"run_id": "r", "seed": 0, "config": {"iterations": 2}})
+    for i, end in enumerate(["submitted", "max_turns"]):
+        header = {"key": f"k{i}", "task_id": f"t{i}", "domain": "fix_function", "turns": 2 + i,
+                  "end": end, "seconds": 1.5, "ended_at": float(i)}
+        storage.write_whole(storage.join(journal_folder(str(tmp_path), 0), f"k{i}.episode"),
+                            pack([json.dumps(header).encode(), b"", b""]))
+    code = ("import contextlib, io, json, sys\n"
+            "from flywheel.cli.main import main\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            f"    code = main(['status', '--run-dir', {str(tmp_path)!r}, '--format', 'json'])\n"
+            "print(json.dumps([code, out.getvalue(), 'apache_beam' in sys.modules, 'torch' in sys.modules]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    code, out, beam, torch = json.loads(done.stdout.splitlines()[-1])
+    episodes = json.loads(out)["in_progress"]["episodes"]
+    assert code == 0 and (episodes["ended"], episodes["turns"]) == (2, 5), out
+    assert episodes["by_end"] == {"max_turns": 1, "submitted": 1}
     assert (beam, torch) == (False, False)

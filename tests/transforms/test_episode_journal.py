@@ -152,7 +152,7 @@ class _Canary:
 
 def test_an_entry_that_needs_unpickling_is_refused_and_runs_nothing(uninterrupted, tmp_path):
     from flywheel.transforms.attempt_coder import AttemptCoder
-    from flywheel.transforms.episode_journal import _LEN, MAGIC
+    from flywheel.records.journal_files import _LEN, MAGIC
     source, _, _ = uninterrupted
     there = EpisodeJournal(journal_folder(str(source), SPEC.iteration))
     header = there.headers()[0]
