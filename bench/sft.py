@@ -6,7 +6,7 @@
 
 (i) The base policy samples --samples attempts at T=1 for each of --tasks chat_arith training
 tasks (pipelines/plain_rollout.py, verified as a run verifies); the verified successes, on
-their exact ids and deduplicated per task (feedback/sft_data.py `success_examples`), are the
+their exact ids and deduplicated per task (feedback/run_sft_data.py `success_examples`), are the
 SFT data. Greedy held-out pass@1 of chat_arith (--heldout tasks, the held-out split a run
 evaluates with the same seed) is printed before training and after each epoch: the curve.
 The SFT checkpoint is written to OUT/sft (what `flywheel sft --from-run` would write).
@@ -32,7 +32,7 @@ from rich.table import Table
 from flywheel.cli.sft import heldout_measure
 from flywheel.domains.registry import get_domain
 from flywheel.pipelines.plain_rollout import plain_rollout
-from flywheel.feedback.sft_data import success_examples
+from flywheel.feedback.run_sft_data import success_examples
 from flywheel.schemas import read_table
 from flywheel.policy.checkpoint import save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer

@@ -9,15 +9,16 @@ a run starts from (`flywheel run --init-checkpoint OUT`).
     flywheel dpo --policy-options model=smollm2 --pairs imports/ --loss ipo --out ckpts/ipo
     flywheel sft ... --processes 2     # data-parallel: torchrun on this machine, as `run` trains
 
-Sources (several may be given; feedback/sft_data.py): --tasks task files (a row's `reference`
-or `response`, else its domain's demonstration), --domain built-in train tasks demonstrated,
---examples / --pairs the sft_examples / preference_pairs tables `flywheel import` wrote under a
-folder, --from-run a run's verified successes on their exact ids (rejection-sampling
-fine-tuning), --reviews-run pairs of reviewed attempts. Recorded ids are used only where they
-spell the row's text under the starting policy (feedback/recorded_ids.py); the others are
-re-encoded from the text and counted ("ids re-encoded", also in the checkpoint's meta). Rows
-that cannot be used are counted and shown, never fatal. With --eval-domain, greedy held-out pass@1 of that domain is measured before
-training and after each epoch, printed, and kept in the checkpoint's meta.
+Sources (several may be given; feedback/sft_data.py, a run's own: feedback/run_sft_data.py):
+--tasks task files (a row's `reference` or `response`, else its domain's demonstration), --domain
+built-in train tasks demonstrated, --examples / --pairs the sft_examples / preference_pairs tables
+`flywheel import` wrote under a folder, --from-run a run's verified successes on their exact ids
+(rejection-sampling fine-tuning), --reviews-run pairs of reviewed attempts. Recorded ids are used
+only where they spell the row's text under the starting policy (feedback/recorded_ids.py); the
+others are re-encoded from the text and counted ("ids re-encoded", also in the checkpoint's meta).
+Rows that cannot be used are counted and shown, never fatal. With --eval-domain, greedy held-out
+pass@1 of that domain is measured before training and after each epoch, printed, and kept in the
+checkpoint's meta.
 
 `--processes N` trains in N data-parallel processes (`torch.distributed.run --standalone` on
 this machine: gloo on CPU, NCCL with a GPU each): every process collects the same data, trains on
@@ -149,7 +150,7 @@ def _start(args, device):
 
 
 def _collect(args, policy, digest: str):
-    from flywheel.feedback import sft_data
+    from flywheel.feedback import run_sft_data, sft_data
     out = sft_data.Collected()
     if args.command == "sft":
         if args.tasks:
@@ -160,12 +161,12 @@ def _collect(args, policy, digest: str):
         if args.examples:
             out.extend(sft_data.table_examples(policy, args.examples, digest))
         if args.from_run:
-            out.extend(sft_data.run_examples(args.from_run, policy, args.best_per_task))
+            out.extend(run_sft_data.run_examples(args.from_run, policy, args.best_per_task))
     else:
         if args.pairs:
             out.extend(sft_data.table_pairs(policy, args.pairs, digest))
         if args.reviews_run:
-            out.extend(sft_data.review_pairs(args.reviews_run, policy))
+            out.extend(run_sft_data.review_pairs(args.reviews_run, policy))
     return sft_data.within_context(out, policy.context)
 
 

@@ -1,4 +1,4 @@
-"""DPO (trainer/preference.py) and preference pairs from reviews (feedback/sft_data.py): real
+"""DPO (trainer/preference.py) and preference pairs from reviews (feedback/run_sft_data.py): real
 optimizer steps, no mocks."""
 import datetime as dt
 import hashlib
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from flywheel.feedback.sft_data import review_pairs
+from flywheel.feedback.run_sft_data import review_pairs
 from flywheel.schemas.write import write_partitioned
 from flywheel.trainer.optimizer import build_optimizer
 from flywheel.policy.backends import create_policy

@@ -1,9 +1,10 @@
 """Supervised fine-tuning (trainer/supervised.py) and rejection-sampling data
-(feedback/sft_data.py): real optimizer steps that change the weights, no mocks."""
+(feedback/sft_data.py, feedback/run_sft_data.py): real optimizer steps that change the weights, no mocks."""
 import pytest
 import torch
 
-from flywheel.feedback.sft_data import domain_examples, run_examples, success_examples
+from flywheel.feedback.run_sft_data import run_examples, success_examples
+from flywheel.feedback.sft_data import domain_examples
 from flywheel.schemas.write import write_partitioned
 from flywheel.policy.checkpoint import load_checkpoint, save_checkpoint
 from flywheel.trainer.optimizer import build_optimizer
