@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flywheel.families.python.python_tests import (REPORT_MARKER, baseline_passes, baseline_problem, shown_examples,
-                                           solution_source, test_plan)
+from flywheel.families.python.case_plan import shown_examples, test_plan
+from flywheel.families.python.python_tests import REPORT_MARKER, baseline_passes, baseline_problem, solution_source
 from flywheel.verifiers import Verdict, register_verifier
 from flywheel.verifiers.hacks import echoes_examples, python_flags
 from flywheel.verifiers.scoring import harness_report, score_cases

@@ -12,7 +12,8 @@ import json
 import pytest
 
 from flywheel.families.python.fix_function import points_program, printed_values
-from flywheel.families.python.python_tests import REPORT_MARKER as PYTESTS, case_names
+from flywheel.families.python.case_plan import case_names
+from flywheel.families.python.python_tests import REPORT_MARKER as PYTESTS
 from flywheel.domains.registry import get_domain
 from flywheel.families.shell.shell_state import REPORT_MARKER as SHELL
 from flywheel.domains.tool_runner import ToolRunner

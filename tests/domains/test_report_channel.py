@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from flywheel.families.python.python_tests import REPORT_MARKER, case_names
+from flywheel.families.python.case_plan import case_names
+from flywheel.families.python.python_tests import REPORT_MARKER
 from flywheel.domains.registry import get_domain
 from flywheel.domains.report_channel import FORGED, authenticate
 from flywheel.verifiers import get_verifier

@@ -4,7 +4,8 @@ import importlib.util
 
 import pytest
 
-from flywheel.families.python.python_tests import case_names, solution_source
+from flywheel.families.python.case_plan import case_names
+from flywheel.families.python.python_tests import solution_source
 from flywheel.domains.registry import get_domain
 from flywheel.verifiers import get_verifier
 

@@ -8,8 +8,8 @@ Examples are matched by their syntax trees and literal values, not their text.
 
 import pytest
 
-from flywheel.families.python import python_tests
-from flywheel.families.python.python_tests import case_names, shown_examples
+from flywheel.families.python.case_plan import case_names, shown_examples
+from flywheel.families.python.case_plan import test_plan as plan_of  # (a test_ name pytest would collect)
 from flywheel.domains.registry import get_domain
 from flywheel.families.python.shown_examples import prompt_examples
 from flywheel.verifiers import get_verifier
@@ -54,7 +54,7 @@ def test_docstring_examples_are_read_by_their_syntax_tree():
 
 
 def test_hidden_cases_the_prompt_shows_are_visible():
-    hidden = {s["code"]: s["hidden"] for s in python_tests.test_plan(TASK)["steps"] if s["kind"] == "case"}
+    hidden = {s["code"]: s["hidden"] for s in plan_of(TASK)["steps"] if s["kind"] == "case"}
     assert [hidden[c] for c in SHOWN_CASES] == [False] * 4          # positional or keyword, any quotes
     assert [hidden[c.replace("\n    ", "\n")] for c in UNSHOWN_CASES] == [True] * 5
     assert case_names(TASK) == [f"visible_{i}" for i in range(4)] + [f"hidden_{i}" for i in range(5)]

@@ -7,7 +7,7 @@ responses here are harmless to the host, so no isolation proof is needed first).
 
 import pytest
 
-from flywheel.families.python.python_tests import case_names
+from flywheel.families.python.case_plan import case_names
 from flywheel.domains.registry import get_domain
 from flywheel.sandbox import SandboxError, get_backend
 from flywheel.verifiers import get_verifier
