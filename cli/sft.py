@@ -98,9 +98,6 @@ def run(args, console) -> int:
     if args.from_checkpoint and args.policy_options:
         console.print("[red]error:[/] give --from-checkpoint or --policy-options, not both")
         return 2
-    if args.processes < 1:
-        console.print(f"[red]error:[/] --processes must be >= 1, got {args.processes}")
-        return 2
     from flywheel.trainer import distributed
     if args.processes > 1 and not distributed.launched():
         return _launch(args, console)

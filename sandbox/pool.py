@@ -65,6 +65,10 @@ class ForkServer:
     """One bwrap'd fork server, its uid lease and its protocol pipes."""
 
     def __init__(self, bwrap, python, tools, uids, preload):
+        # `close` may come from another thread while a call waits on the pipes: they are closed
+        # only once no call uses them (`_busy`), so a waiting call reads the dead server's EOF
+        # (a SandboxError), never a closed descriptor, nor one the process has since reused.
+        self._io, self._busy, self._pipes_closed = threading.Lock(), 0, False
         self._lease, self._init, self._closed = contextlib.ExitStack(), None, False
         self.uid = self._lease.enter_context(uids.lease()) if uids else None
         sources = [memfd(path.read_bytes()) for path in SERVER_FILES]
@@ -113,12 +117,21 @@ class ForkServer:
 
     def call(self, message: dict, timeout_s: float = 10) -> dict:
         body = json.dumps(message).encode()
+        with self._io:
+            if self._closed:
+                raise SandboxError("the warm pool server is closed")
+            self._busy += 1
         try:
-            self.proc.stdin.write(struct.pack(">I", len(body)) + body)
-            self.proc.stdin.flush()
-        except OSError as e:
-            raise SandboxError(f"warm pool server gone: {e}; {self.stderr()}") from e
-        return self._read(time.monotonic() + timeout_s)
+            try:
+                self.proc.stdin.write(struct.pack(">I", len(body)) + body)
+                self.proc.stdin.flush()
+            except OSError as e:
+                raise SandboxError(f"warm pool server gone: {e}; {self.stderr()}") from e
+            return self._read(time.monotonic() + timeout_s)
+        finally:
+            with self._io:
+                self._busy -= 1
+            self._close_pipes_when_idle()
 
     def _read(self, deadline: float) -> dict:
         """One reply frame, or SandboxError if the server died or overran `deadline`."""
@@ -142,9 +155,12 @@ class ForkServer:
 
     def close(self) -> None:
         """End the server and everything in its sandbox, then free its uid (idempotent)."""
-        if getattr(self, "_closed", True):
+        if not hasattr(self, "_io"):
             return
-        self._closed = True
+        with self._io:
+            if self._closed:
+                return
+            self._closed = True
         proc = getattr(self, "proc", None)
         if proc is not None:
             # Unreaped, its pid and the group it names are ours; once reaped (poll() of a server
@@ -156,10 +172,19 @@ class ForkServer:
             if not namespace_reaped(self._init):  # not shown empty: the scan, before the reap
                 kill_run(proc.pid if alive else None, self.uid)
             proc.wait()
-            proc.stdin.close(), proc.stdout.close()
+            self._close_pipes_when_idle()  # or the last call in flight does, when it returns
         if self._init is not None:
             os.close(self._init)
         self._lease.close()
+
+    def _close_pipes_when_idle(self) -> None:
+        """Close the protocol pipes once the server is closed and no call is using them."""
+        with self._io:
+            if (not self._closed or self._busy or self._pipes_closed
+                    or getattr(self, "proc", None) is None):
+                return
+            self._pipes_closed = True
+        self.proc.stdin.close(), self.proc.stdout.close()
 
 
 def _init_pidfd(status_fd: int) -> int | None:

@@ -16,8 +16,10 @@ SFT = ["sft", "--policy", "tiny", "--domain", "reverse", "--n", "16", "--epochs"
 
 
 def test_a_bad_process_count_is_refused(tmp_path, capsys):
-    assert main([*SFT, "--out", str(tmp_path / "x"), "--processes", "0"]) == 2
-    assert "--processes must be >= 1, got 0" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:  # refused where parsed (cli/arg_types.py)
+        main([*SFT, "--out", str(tmp_path / "x"), "--processes", "0"])
+    assert stop.value.code == 2
+    assert "--processes: must be at least 1, got '0'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 

@@ -79,3 +79,44 @@ def _run_catching(backend):
                                        limits=Limits(timeout_s=60)))
     except SandboxError as e:
         return e
+
+
+def test_a_close_while_a_call_reads_tells_it_and_never_closes_its_pipe_under_it(monkeypatch):
+    """The race behind a flake: `close` from another thread while a run's call sat between its
+    wait and its read closed the pipe under it (OSError EBADF, not a SandboxError; and the number
+    could have named another file by the time it read). Made certain here: the run's wait returns
+    only after close() has returned. The call must read the dead server's end of file and fail
+    as a SandboxError, and the pipes close once it has."""
+    from flywheel.sandbox import pool as pool_module
+    try:
+        backend = get_backend("local", uid_pool=UidPool(size=4, base=BASE + 8))
+    except SandboxError as e:
+        pytest.skip(f"local cannot run here: {e}")
+    if not backend.warm:
+        backend.close()
+        pytest.skip("the warm pool does not start here")
+    running, closed = threading.Event(), threading.Event()
+    real_wait = pool_module._wait_readable
+
+    def wait_past_the_close(fd, timeout):
+        ready = real_wait(fd, timeout)
+        if running.is_set():
+            closed.wait(30)
+        return ready
+
+    monkeypatch.setattr(pool_module, "_wait_readable", wait_past_the_close)
+    outcome = []
+    run = threading.Thread(target=lambda: outcome.append(_run_catching(backend)))
+    run.start()
+    deadline = time.monotonic() + 30
+    while not any(_sleeping(s.uid) for s in backend._pool.servers):
+        assert time.monotonic() < deadline and run.is_alive(), outcome
+        time.sleep(0.02)
+    servers = backend._pool.servers
+    running.set()
+    backend.close()
+    assert not any(s.proc.stdout.closed for s in servers)  # a call still holds it
+    closed.set()
+    run.join(30)
+    assert outcome and isinstance(outcome[0], SandboxError), outcome
+    assert all(s.proc.stdout.closed and s.proc.stdin.closed for s in servers)  # closed after it
