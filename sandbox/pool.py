@@ -184,7 +184,9 @@ class ForkServer:
                     or getattr(self, "proc", None) is None):
                 return
             self._pipes_closed = True
-        self.proc.stdin.close(), self.proc.stdout.close()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):  # a write that failed left bytes to flush: the
+                pipe.close()                    # descriptor closes anyway, the error is no news
 
 
 def _init_pidfd(status_fd: int) -> int | None:
