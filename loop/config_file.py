@@ -224,8 +224,8 @@ def _beam_args(beam: dict, fail) -> list[str]:
                  for item in items if item is not False]
         wrong = unknown_arguments(flags)  # Beam's own parser: a value its option does not take
         if wrong:
-            raise fail(f"{BEAM_TABLE}.{name}", f"`{BEAM_TABLE}.{name}` = {short_repr(value)}: "
-                       f"{wrong[0]}")
+            said = wrong[0] if len(wrong[0]) <= 200 else wrong[0][:200] + "..."  # it quotes the value
+            raise fail(f"{BEAM_TABLE}.{name}", f"`{BEAM_TABLE}.{name}` = {short_repr(value)}: {said}")
         args += flags
     return args
 

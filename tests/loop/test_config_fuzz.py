@@ -5,7 +5,7 @@ a traceback. In process (run_settings is what `flywheel run` and `flywheel eval`
 import json
 import math
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from flywheel.cli.main import main
 from flywheel.cli.run import run_settings
@@ -50,6 +50,7 @@ def told(path: str) -> str | None:
 
 @settings(max_examples=40, deadline=5000, suppress_health_check=list(HealthCheck))
 @given(key=st.sampled_from(KEYS), value=VALUES)
+@example(key="beam.direct_num_workers", value="y" * 10_000)  # Beam's parser quoted it whole
 def test_any_value_at_any_key_is_one_message_naming_file_line_and_key(tmp_path_factory, key, value):
     table, _, name = key.rpartition(".")
     text = (f"[{table}]\n" if table else "") + f"{name} = {toml(value)}\n"
