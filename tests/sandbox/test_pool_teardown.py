@@ -45,20 +45,8 @@ def _sleeping(uid: int) -> bool:
 
 
 def test_closing_the_pool_leaves_no_process_of_its_uids(monkeypatch):
-    try:
-        backend = get_backend("local", uid_pool=UidPool(size=4, base=BASE))
-    except SandboxError as e:
-        pytest.skip(f"local cannot run here: {e}")
-    if not backend.warm:
-        backend.close()
-        pytest.skip("the warm pool does not start here")
-    outcome = []
-    run = threading.Thread(target=lambda: outcome.append(_run_catching(backend)))
-    run.start()
-    deadline = time.monotonic() + 30
-    while not any(_sleeping(s.uid) for s in backend._pool.servers):
-        assert time.monotonic() < deadline and run.is_alive(), outcome
-        time.sleep(0.02)
+    backend = _warm_backend(BASE)
+    run, outcome = _sleeping_run(backend)
     uids = [s.uid for s in backend._pool.servers]
     assert any(len(_run_processes(None, uid)) >= 4 for uid in uids)  # bwrap, init, server, attempt...
     scans = []
@@ -71,6 +59,30 @@ def test_closing_the_pool_leaves_no_process_of_its_uids(monkeypatch):
     run.join(30)
     assert outcome and isinstance(outcome[0], SandboxError)  # the running attempt was told
     assert all(Path(supervise.LOCK_DIR, str(uid)).read_bytes() == b"0" for uid in uids)  # released
+
+
+def _warm_backend(base: int):
+    """The local backend with a warm pool leasing uids from `base`, or a skip saying why not."""
+    try:
+        backend = get_backend("local", uid_pool=UidPool(size=4, base=base))
+    except SandboxError as e:
+        pytest.skip(f"local cannot run here: {e}")
+    if not backend.warm:
+        backend.close()
+        pytest.skip("the warm pool does not start here")
+    return backend
+
+
+def _sleeping_run(backend):
+    """(thread, outcome list) of a run of FORKS_A_GRANDCHILD, returned once its `sleep` runs."""
+    outcome = []
+    run = threading.Thread(target=lambda: outcome.append(_run_catching(backend)))
+    run.start()
+    deadline = time.monotonic() + 30
+    while not any(_sleeping(s.uid) for s in backend._pool.servers):
+        assert time.monotonic() < deadline and run.is_alive(), outcome
+        time.sleep(0.02)
+    return run, outcome
 
 
 def _run_catching(backend):
@@ -88,13 +100,7 @@ def test_a_close_while_a_call_reads_tells_it_and_never_closes_its_pipe_under_it(
     only after close() has returned. The call must read the dead server's end of file and fail
     as a SandboxError, and the pipes close once it has."""
     from flywheel.sandbox import pool as pool_module
-    try:
-        backend = get_backend("local", uid_pool=UidPool(size=4, base=BASE + 8))
-    except SandboxError as e:
-        pytest.skip(f"local cannot run here: {e}")
-    if not backend.warm:
-        backend.close()
-        pytest.skip("the warm pool does not start here")
+    backend = _warm_backend(BASE + 8)
     running, closed = threading.Event(), threading.Event()
     real_wait = pool_module._wait_readable
 
@@ -105,13 +111,7 @@ def test_a_close_while_a_call_reads_tells_it_and_never_closes_its_pipe_under_it(
         return ready
 
     monkeypatch.setattr(pool_module, "_wait_readable", wait_past_the_close)
-    outcome = []
-    run = threading.Thread(target=lambda: outcome.append(_run_catching(backend)))
-    run.start()
-    deadline = time.monotonic() + 30
-    while not any(_sleeping(s.uid) for s in backend._pool.servers):
-        assert time.monotonic() < deadline and run.is_alive(), outcome
-        time.sleep(0.02)
+    run, outcome = _sleeping_run(backend)
     servers = backend._pool.servers
     running.set()
     backend.close()
