@@ -4,7 +4,6 @@ the kernel lets it write the harness's stdout (gVisor). Fixtures (`isolating`): 
 
 import json
 
-
 from flywheel.families.python.case_plan import case_names
 from flywheel.families.python.python_tests import REPORT_MARKER
 from flywheel.domains.registry import get_domain
