@@ -3,8 +3,8 @@ variant (a pytest config file loading a plugin, a conftest.py at any depth, help
 beside the tests, other spellings of a test path, the package patching pytest in process, a
 forged report, an exit at import, a printed summary) scores 0 or is flagged, the reference fix
 still scores 1, and the visible pass rate comes from the runner's signed count. One module-scoped
-sandbox per backend; the table runs inside it (local in the quick tier, docker and runsc in the
-whole suite)."""
+sandbox per backend: the whole table on local, one variant of every kind on docker and runsc
+(EVERY_KIND), in the whole suite; a few on local in the quick tier."""
 
 import pytest
 
@@ -119,12 +119,21 @@ def task_for(environments):
 
 QUICK = ("config pytest.ini", "conftest src/calc/tests/conftest.py", "helpers under src/pkg/tests",
          "package patches makereport", "spelled ./tests/helpers.py")
+# One variant of every kind, for the container backends: the harness inside is the same code on
+# the same interpreter, so what a backend can change is how its file system, descriptors and
+# process exits behave (the forged report, the rewrite, both exits), not pytest's own rules. The
+# whole table runs on local (a container's run costs 2-4 CPU seconds on 2 cores, local's one).
+EVERY_KIND = ("config pyproject.toml", "conftest src/calc/tests/conftest.py", "helpers beside tests",
+              "helpers under src/pkg/tests", "obj replaced in conftest", "package patches makereport",
+              "package patches plugin", "exit at import", "exit 0 at exit", "printed summary",
+              "forged report lines", "rewrites tests during the run", "spelled tests//helpers.py")
 
 
-@pytest.mark.slow  # about 40 sandbox runs per backend; QUICK's few run in the quick tier
-def test_hostile_diffs_score_zero_and_the_fix_one(backend, environments):
+@pytest.mark.slow  # about 40 sandbox runs on local, 17 on docker and runsc; QUICK's run quick
+def test_hostile_diffs_score_zero_and_the_fix_one(backend, environments, request):
     domain, verifier = get_domain("repo"), get_verifier("repo_tests")
     task = task_for(environments)
+    every_variant = request.node.callspec.params["backend"] == "local"
 
     def verdict(response):
         return verifier(task, response, domain.run(backend, task, response))
@@ -137,10 +146,13 @@ def test_hostile_diffs_score_zero_and_the_fix_one(backend, environments):
     assert (extra.reward, extra.exploit_suspected) == (1.0, False), extra.detail  # new files take no part
     responses = {**{name: diff(changes) for name, changes in HOSTILE.items()},
                  **{f"spelled {p}": spelled(p) for p in SPELLINGS}}
+    assert set(EVERY_KIND) <= set(responses)
     # scored four at a time, as a rollout scores them (the sandbox takes concurrent runs); the
     # patches of pytest itself twice over, after every other answer has run beside them
     again = ("package patches TestReport", "package patches makereport", "package patches call_and_report",
              "package patches outcomes", "package patches plugin", "exit 0 at exit")
+    if not every_variant:
+        responses, again = {name: responses[name] for name in EVERY_KIND}, ()
     names = [*responses, *(f"{name} (again)" for name in again)]
     got = dict(zip(names, concurrently(verdict, [*responses.values(), *(responses[n] for n in again)])))
     wrong = {name: v.detail for name, v in got.items() if v.reward != 0.0}
