@@ -12,7 +12,8 @@ from flywheel.domains.registry import all_domains, get_domain
 from flywheel.verifiers import get_verifier
 
 NON_ANSWERS = ["", "I don't know.", "<answer></answer>", "<answer>I cannot answer this.</answer>",
-               "```python\npass\n```", "```python\nraise SystemExit(0)\n```", "```sql\nSELECT 1\n```",
+               "```python\npass\n```", "```python\nraise SystemExit(0)\n```",
+               "```python\nimport os; os._exit(0)\n```", "```sql\nSELECT 1\n```",
                "```bash\ntrue\n```", "<answer>0</answer>"]
 
 

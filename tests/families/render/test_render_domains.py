@@ -148,16 +148,6 @@ def test_scene3d_near_misses(run):
     assert wrong_kind.components["shapes"] == 0.5 and wrong_kind.verdict == "fail", wrong_kind
 
 
-@pytest.mark.slow  # tests/domains/test_non_answers.py sweeps these domains in the quick tier
-@pytest.mark.parametrize("name", DOMAINS)
-def test_non_answers_earn_nothing(run, name):
-    task = get_domain(name).make_task("train", 0, 0)
-    for response in ["", "I don't know.", "```python\npass\n```", "```python\nraise SystemExit(0)\n```",
-                     "```python\nimport os; os._exit(0)\n```", task["prompt"]]:
-        verdict, _ = run(task, response)
-        assert (verdict.reward, verdict.verdict) == (0.0, "fail"), (response[:40], verdict)
-
-
 def test_user_rows_are_validated():
     bad = [({"prompt": "p", "reference_code": "def (:"}, "not valid Python"),
            ({"prompt": "p"}, "field `reference_code` missing"),
