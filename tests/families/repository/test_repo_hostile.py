@@ -129,7 +129,7 @@ EVERY_KIND = ("config pyproject.toml", "conftest src/calc/tests/conftest.py", "h
               "forged report lines", "rewrites tests during the run", "spelled tests//helpers.py")
 
 
-@pytest.mark.slow  # about 40 sandbox runs on local, 17 on docker and runsc; QUICK's run quick
+@pytest.mark.slow  # 39 sandbox runs on local, 16 on docker and runsc; QUICK's run quick
 def test_hostile_diffs_score_zero_and_the_fix_one(backend, environments, request):
     domain, verifier = get_domain("repo"), get_verifier("repo_tests")
     task = task_for(environments)
