@@ -69,7 +69,7 @@ class UidPool:
         users = {entry.pw_uid for entry in pwd.getpwall()}
         self.uids = [uid for uid in range(base, base + size) if uid not in users]
         self.timeout_s = timeout_s
-        self._skipped: dict[int, float] = {}  # uid -> when its leftovers last could not be ended
+        self._skipped = _SKIPPED  # every pool of the process: a new backend need not retry them
         self.lock_dir = LOCK_DIR
         os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
         st = os.lstat(self.lock_dir)  # refuse a dir a sandboxed uid planted first (in /tmp)
@@ -155,6 +155,10 @@ _HELD, _FREE = b"1", b"0"
 SKIP_S = 30.0  # a slot whose leftovers could not be ended is tried again after this
 
 
+# uid -> when its leftovers last could not be ended, for every UidPool of this process (each
+# backend has its own pool; each retried the same stuck slots, half a second of scans each).
+_SKIPPED: dict[int, float] = {}
+
 ZOMBIE_GRACE_S = 0.5  # how long zombies may take to be reaped by their parent
 
 
@@ -167,7 +171,7 @@ def end_uid(uid: int, wait_s: float = 5.0) -> bool:
     reaps it within milliseconds; one that has not within ZOMBIE_GRACE_S may never (a pytest
     worker holding its dead sandboxes' zombies): False then, at once, rather than after `wait_s`
     (which stalled every lease five seconds per such slot)."""
-    start = time.monotonic()
+    start, pause = time.monotonic(), 0.005
     while True:
         procs = _run_processes(None, uid)
         if not procs:
@@ -176,7 +180,8 @@ def end_uid(uid: int, wait_s: float = 5.0) -> bool:
         waited = time.monotonic() - start
         if waited > wait_s or (not live and waited > ZOMBIE_GRACE_S):
             return False
-        time.sleep(0.01)
+        time.sleep(pause)  # backing off: a scan costs ~10-25 ms of CPU on a busy host
+        pause = min(pause * 2, 0.1)
 
 
 def become_subreaper() -> None:
@@ -212,20 +217,34 @@ def limited(command: list[str], limits: Limits, uid: int | None, tools: dict, ex
 
 def _run_processes(pgid: int | None, uid: int | None) -> dict[int, bool]:
     """pid -> is_zombie for every process of one run: its process group, and its uid if it has one
-    (a child that called setsid() left the group but cannot leave its uid)."""
+    (a child that called setsid() left the group but cannot leave its uid).
+
+    A scan reads every /proc/PID/status on the machine, so it is kept cheap: one read each and
+    only the three fields it needs (a dict of all ~55 lines cost twice the read itself)."""
     found = {}
     for name in os.listdir("/proc"):
         if not name.isdigit() or (pgid is not None and int(name) == pgid):
             continue
         try:
-            with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+            with open(f"/proc/{name}/status", "rb", buffering=0) as f:
+                text = f.read()
         except OSError:
             continue  # exited while we looked
-        p_uid, p_pgid = int(fields["Uid"].split()[0]), int(fields["NSpgid"].split()[0])
-        if (pgid is not None and p_pgid == pgid) or (uid is not None and p_uid == uid):
-            found[int(name)] = fields["State"].split()[0] in ("Z", "X")
+        p_uid, p_pgid, state = (_status_field(text, key) for key in (b"Uid", b"NSpgid", b"State"))
+        if p_uid is None or p_pgid is None or state is None:
+            continue  # exited while we read (an empty file)
+        if (pgid is not None and int(p_pgid) == pgid) or (uid is not None and int(p_uid) == uid):
+            found[int(name)] = state[:1] in (b"Z", b"X")
     return found
+
+
+def _status_field(text: bytes, key: bytes) -> bytes | None:
+    """The first word of a /proc/PID/status field (`Uid:\t0\t0...` -> b"0"); None if absent."""
+    start = text.find(b"\n" + key + b":", text.find(b"\n"))  # past the Name line, whatever it holds
+    if start < 0:
+        return None
+    words = text[start + len(key) + 2:text.find(b"\n", start + 1)].split()
+    return words[0] if words else None
 
 
 def _kill_and_reap(procs: dict[int, bool], wait_flags: int) -> list[int]:

@@ -16,7 +16,10 @@ import time
 import pytest
 
 from flywheel.sandbox import ExecRequest, Limits, SandboxError, get_backend
+from flywheel.sandbox import supervise
 from flywheel.sandbox.supervise import UidPool, _run_processes, become_subreaper, end_uid
+
+real_scan = _run_processes
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid leases are taken only as root")
 
@@ -97,7 +100,7 @@ ZOMBIE_MAKER = textwrap.dedent("""
 """)
 
 
-def test_a_slot_whose_zombies_another_process_owes_is_passed_over():
+def test_a_slot_whose_zombies_another_process_owes_is_passed_over(monkeypatch):
     """Another process (a pytest worker holding its dead sandboxes' zombies) owes a wait to two
     zombies under a slot's uid, and the slot is marked held. A lease cannot reap them, and they
     count against the uid's process limit: it takes the next slot, and the pool passes that slot
@@ -117,6 +120,14 @@ def test_a_slot_whose_zombies_another_process_owes_is_passed_over():
             f.write(b"1")  # marked held: its holder did not end cleanly
         assert [_lease_once(pool) for _ in range(3)] == [[other]] * 3
         assert poisoned in pool._skipped and _mark(pool, poisoned) == b"1"
+        # A new pool of this process (each backend has its own) passes it over too, without
+        # scanning /proc for it again: it was half a second of scans per new backend per slot.
+        scanned = []
+        monkeypatch.setattr(supervise, "_run_processes",
+                            lambda pgid, uid: scanned.append(uid) or real_scan(pgid, uid))
+        assert _lease_once(UidPool(size=2, base=BASE + 2)) == [other]
+        assert poisoned not in scanned
+        monkeypatch.undo()
     finally:
         for owner in owners:
             owner.kill()
@@ -182,3 +193,28 @@ def test_a_uid_in_use_is_never_leased_by_another_process_whatever_its_tmpdir(tmp
         finally:
             run.kill()
             run.wait()
+
+
+def test_the_scan_finds_a_process_of_the_uid_whatever_name_it_gives_itself():
+    """The /proc scan reads Uid, NSpgid and State from each status file by name. A sandboxed
+    process that names itself like those fields (its name is the file's first line) is still
+    found under its own uid, and is not taken for root's."""
+    uid = BASE + 9
+    forged = "import ctypes, time; ctypes.CDLL(None).prctl(15, b'x\\nUid:\\t0\\nState:', 0, 0, 0); time.sleep(60)"
+    run = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                            sys.executable, "-c", forged], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not _comm(run.pid).startswith("x\\nUid"):  # the kernel shows the newline escaped
+            assert time.monotonic() < deadline, _comm(run.pid)
+            time.sleep(0.05)
+        assert _run_processes(None, uid) == {run.pid: False}
+        assert run.pid not in _run_processes(None, 0)
+    finally:
+        run.kill()
+        run.wait()
+
+
+def _comm(pid: int) -> str:
+    with open(f"/proc/{pid}/status") as f:
+        return f.readline().removeprefix("Name:\t")
