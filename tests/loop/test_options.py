@@ -65,20 +65,23 @@ def test_a_bad_setting_is_refused_before_anything_runs(argv, message):
 def test_run_help_and_the_reference_list_what_the_registries_hold():
     # Both sides in fresh processes: other test modules register test-only entries in this one.
     # The generated reference (docs/CONFIG.md) must be current, so it is checked here too.
-    listed = subprocess.run([sys.executable, "-c", (
+    # One fresh process for the registries' names and the reference, one for the command itself.
+    fresh = subprocess.run([sys.executable, "-c", (
         "from flywheel.sandbox import available_backends as b; "
         "from flywheel.trainer.credit import ADVANTAGES as a; "
         "from flywheel.policy.backends import POLICIES as p; "
-        "print('|'.join(', '.join(n) for n in (a.names(), p.names(), b())))")],
-        capture_output=True, text=True, check=True).stdout.strip().split("|")
+        "from flywheel.loop.config_reference import reference; "
+        "print('|'.join(', '.join(n) for n in (a.names(), p.names(), b()))); "
+        "print(reference(), end='')")],
+        capture_output=True, text=True, check=True).stdout
+    listed, reference = fresh.split("\n", 1)
+    listed = listed.split("|")
     out = subprocess.run(["flywheel", "run", "--help"], capture_output=True, text=True, check=True)
     text = " ".join(out.stdout.split())
     assert len(listed) == 3 and listed[2] in text  # every sandbox backend, in one list
     policies = listed[1].split(", ")  # those that learn and the model-free ones, in two lists
     assert policies and all(name in text for name in policies) and "model-free" in text
-    reference = subprocess.run([sys.executable, "-m", "flywheel.loop.config_reference"],
-                               capture_output=True, text=True, check=True).stdout  # every key's
-    assert listed[0] in reference
+    assert listed[0] in reference  # every key's meaning and default, the estimators among them
     assert reference == (Path(__file__).resolve().parents[2] / "docs" / "CONFIG.md").read_text(), \
         "docs/CONFIG.md is stale: python -m flywheel.loop.config_reference > docs/CONFIG.md"
     assert "local" in listed[2] and "grpo" in listed[0] and "tiny" in listed[1]
