@@ -48,7 +48,7 @@ from flywheel.reports.render_panel import render_panel_for_run
 from flywheel.reports.review_section import review_section
 from flywheel.reports.timeline import timeline_plot
 from flywheel.reports.report import OTHERS, WATCH_CURVES, DomainWatch, domain_watch, evaluations
-from flywheel.schemas import TABLES, read_table
+from flywheel.schemas import TABLES, read_table, storage
 
 TRAINER_STATS = ("loss", "pg_loss", "kl", "approx_kl", "grad_norm", "entropy", "clip_frac")
 ERROR_COLORS = {"environment": "tab:orange", "model": "tab:red", "input": "tab:purple"}
@@ -296,12 +296,9 @@ from their tables on
 
 
 def write_report(run_dir: str, path: str) -> list[Plot]:
-    """Write the page to `path` (any Beam filesystem); returns its plots."""
-    from apache_beam.io.filesystems import FileSystems
+    """Write the page to `path` (a local path or a URI such as gs://, whole or not at all);
+    returns its plots. Through schemas/storage, not Beam's FileSystems: the command does not
+    import Beam (about 2 s) to write one file."""
     page, plots = render_report(run_dir)
-    if "://" not in path:
-        import os
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with FileSystems.create(path) as f:
-        f.write(page.encode())
+    storage.write_whole(path, page.encode())
     return plots

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from flywheel.schemas.storage import resolve_uri
+from flywheel.schemas.storage import read_file, resolve_uri
 
 RUN = ["--iterations", "2", "--policy", "standin", "--domains", "add,pyexpr", "--tasks-per-domain", "3",
        "--heldout-per-domain", "2", "--n-samples", "2", "--seed", "5"]
@@ -57,3 +57,7 @@ def test_a_gs_run_survives_kill_9_and_is_queried(gcs_emulator, tmp_path, monkeyp
     assert status.returncode == 0 and "(2 of 2)" in status.stdout, status.stdout
     report = flywheel("report", "--run-dir", run, "--html", str(tmp_path / "r.html"), env=env)
     assert report.returncode == 0 and (tmp_path / "r.html").stat().st_size > 10_000, report.stderr
+    report = flywheel("report", "--run-dir", run, "--html", f"{run}/report/r.html", env=env)
+    page = read_file(f"{run}/report/r.html")  # the page written to the bucket itself
+    assert report.returncode == 0 and len(page) > 10_000 and page.count(b"<img") == \
+        (tmp_path / "r.html").read_bytes().count(b"<img") > 0, report.stderr

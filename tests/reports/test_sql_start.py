@@ -1,4 +1,4 @@
-"""`flywheel sql` and `flywheel status` start without Beam or torch: naming a run's paths and
+"""`flywheel sql`, `flywheel status` and `flywheel report --html` start without Beam or torch: naming a run's paths and
 reading its tables are pyarrow and DuckDB only (settings/layout.py imports Beam inside the
 methods that touch files), and the journal's headers are read Beam-free (records/journal_files.py)."""
 
@@ -50,4 +50,25 @@ def test_status_of_a_run_in_flight_imports_neither_beam_nor_torch(tmp_path):
     episodes = json.loads(out)["in_progress"]["episodes"]
     assert code == 0 and (episodes["ended"], episodes["turns"]) == (2, 5), out
     assert episodes["by_end"] == {"max_turns": 1, "submitted": 1}
+    assert (beam, torch) == (False, False)
+
+
+def test_the_html_report_imports_neither_beam_nor_torch(tmp_path):
+    """`flywheel report --html` reads the tables and writes one file through schemas/storage."""
+    from flywheel.settings.layout import RunLayout
+    layout = RunLayout(str(tmp_path))
+    layout.write_json(layout.run_json, {"run_id": "r", "seed": 0, "config": {"iterations": 1}})
+    write_rows(str(tmp_path / "tables" / "metrics" / "iteration=0" / "m.parquet"), "metrics",
+               [{"schema_version": "1", "run_id": "r", "iteration": 0, "domain": "d",
+                 "name": "heldout_pass@1", "value": 0.5, "policy_version": 0, "created_at": None}])
+    page = tmp_path / "out" / "report.html"
+    code = ("import contextlib, io, json, sys\n"
+            "from flywheel.cli.main import main\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            f"    code = main(['report', '--run-dir', {str(tmp_path)!r}, '--html', {str(page)!r}])\n"
+            "print(json.dumps([code, out.getvalue(), 'apache_beam' in sys.modules, 'torch' in sys.modules]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    code, out, beam, torch = json.loads(done.stdout.splitlines()[-1])
+    assert code == 0 and "wrote" in out and page.read_bytes().startswith(b"<!DOCTYPE html>"), out
     assert (beam, torch) == (False, False)
