@@ -1,6 +1,7 @@
-"""`flywheel sql`, `flywheel status` and `flywheel report --html` start without Beam or torch: naming a run's paths and
-reading its tables are pyarrow and DuckDB only (settings/layout.py imports Beam inside the
-methods that touch files), and the journal's headers are read Beam-free (records/journal_files.py)."""
+"""`flywheel sql`, `flywheel status` and `flywheel report --html` start without Beam or torch:
+naming a run's paths and reading its tables are pyarrow and DuckDB only (settings/layout.py
+imports Beam inside the methods that touch files), the journal's headers are read Beam-free
+(records/journal_files.py), and the page is written through schemas/storage."""
 
 import json
 import subprocess
@@ -9,19 +10,24 @@ import sys
 from flywheel.schemas.write import write_rows
 
 
-def test_a_query_imports_neither_beam_nor_torch(tmp_path):
-    write_rows(str(tmp_path / "tables" / "metrics" / "iteration=0" / "m.parquet"), "metrics",
-               [{"schema_version": "1", "run_id": "r", "iteration": 0, "domain": "d", "name": "x",
-                 "value": 2.0, "policy_version": 0, "created_at": None}])
+def cli_in_fresh_process(argv: list[str]) -> tuple[int, str, bool, bool]:
+    """(exit code, stdout, Beam imported, torch imported) of `flywheel ARGV` in a new interpreter."""
     code = ("import contextlib, io, json, sys\n"
             "from flywheel.cli.main import main\n"
             "out = io.StringIO()\n"
             "with contextlib.redirect_stdout(out):\n"
-            f"    code = main(['sql', 'SELECT sum(value) AS s FROM metrics', '--run-dir', {str(tmp_path)!r},"
-            " '--format', 'json'])\n"
+            f"    code = main({argv!r})\n"
             "print(json.dumps([code, out.getvalue(), 'apache_beam' in sys.modules, 'torch' in sys.modules]))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    code, out, beam, torch = json.loads(done.stdout.splitlines()[-1])
+    return tuple(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_a_query_imports_neither_beam_nor_torch(tmp_path):
+    write_rows(str(tmp_path / "tables" / "metrics" / "iteration=0" / "m.parquet"), "metrics",
+               [{"schema_version": "1", "run_id": "r", "iteration": 0, "domain": "d", "name": "x",
+                 "value": 2.0, "policy_version": 0, "created_at": None}])
+    code, out, beam, torch = cli_in_fresh_process(
+        ["sql", "SELECT sum(value) AS s FROM metrics", "--run-dir", str(tmp_path), "--format", "json"])
     assert code == 0 and json.loads(out) == {"s": 2.0}
     assert (beam, torch) == (False, False)
 
@@ -39,14 +45,7 @@ def test_status_of_a_run_in_flight_imports_neither_beam_nor_torch(tmp_path):
                   "end": end, "seconds": 1.5, "ended_at": float(i)}
         storage.write_whole(storage.join(journal_folder(str(tmp_path), 0), f"k{i}.episode"),
                             pack([json.dumps(header).encode(), b"", b""]))
-    code = ("import contextlib, io, json, sys\n"
-            "from flywheel.cli.main import main\n"
-            "out = io.StringIO()\n"
-            "with contextlib.redirect_stdout(out):\n"
-            f"    code = main(['status', '--run-dir', {str(tmp_path)!r}, '--format', 'json'])\n"
-            "print(json.dumps([code, out.getvalue(), 'apache_beam' in sys.modules, 'torch' in sys.modules]))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    code, out, beam, torch = json.loads(done.stdout.splitlines()[-1])
+    code, out, beam, torch = cli_in_fresh_process(["status", "--run-dir", str(tmp_path), "--format", "json"])
     episodes = json.loads(out)["in_progress"]["episodes"]
     assert code == 0 and (episodes["ended"], episodes["turns"]) == (2, 5), out
     assert episodes["by_end"] == {"max_turns": 1, "submitted": 1}
@@ -62,13 +61,6 @@ def test_the_html_report_imports_neither_beam_nor_torch(tmp_path):
                [{"schema_version": "1", "run_id": "r", "iteration": 0, "domain": "d",
                  "name": "heldout_pass@1", "value": 0.5, "policy_version": 0, "created_at": None}])
     page = tmp_path / "out" / "report.html"
-    code = ("import contextlib, io, json, sys\n"
-            "from flywheel.cli.main import main\n"
-            "out = io.StringIO()\n"
-            "with contextlib.redirect_stdout(out):\n"
-            f"    code = main(['report', '--run-dir', {str(tmp_path)!r}, '--html', {str(page)!r}])\n"
-            "print(json.dumps([code, out.getvalue(), 'apache_beam' in sys.modules, 'torch' in sys.modules]))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    code, out, beam, torch = json.loads(done.stdout.splitlines()[-1])
+    code, out, beam, torch = cli_in_fresh_process(["report", "--run-dir", str(tmp_path), "--html", str(page)])
     assert code == 0 and "wrote" in out and page.read_bytes().startswith(b"<!DOCTYPE html>"), out
     assert (beam, torch) == (False, False)
