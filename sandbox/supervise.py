@@ -220,7 +220,7 @@ def _run_processes(pgid: int | None, uid: int | None) -> dict[int, bool]:
     (a child that called setsid() left the group but cannot leave its uid).
 
     A scan reads every /proc/PID/status on the machine, so it is kept cheap: one read each and
-    only the three fields it needs (a dict of all ~55 lines cost twice the read itself)."""
+    only the three fields it needs (parsing all ~55 lines into a dict cost half the read again)."""
     found = {}
     for name in os.listdir("/proc"):
         if not name.isdigit() or (pgid is not None and int(name) == pgid):
@@ -230,9 +230,12 @@ def _run_processes(pgid: int | None, uid: int | None) -> dict[int, bool]:
                 text = f.read()
         except OSError:
             continue  # exited while we looked
+        if not text:
+            continue  # exited while we read
         p_uid, p_pgid, state = (_status_field(text, key) for key in (b"Uid", b"NSpgid", b"State"))
-        if p_uid is None or p_pgid is None or state is None:
-            continue  # exited while we read (an empty file)
+        if p_uid is None or p_pgid is None or state is None:  # never skipped: it could be the run's
+            raise SandboxError(f"/proc/{name}/status lacks Uid, NSpgid or State (Linux 4.1 or later "
+                               "is needed to find a run's processes)")
         if (pgid is not None and int(p_pgid) == pgid) or (uid is not None and int(p_uid) == uid):
             found[int(name)] = state[:1] in (b"Z", b"X")
     return found
