@@ -175,8 +175,7 @@ def extra_test(task) -> tuple[str, str]:
 @pytest.mark.parametrize("instance_id", SCORED)
 def test_gold_scores_1_and_nothing_a_wrong_fix_or_test_edits_0(instance_id, tasks, repo_sandbox, request):
     from flywheel.families.repository.repo import snapshot_files
-    if request.node.callspec.params["repo_sandbox"] == "docker" and not EVERY_ROW \
-            and instance_id not in ON_DOCKER:
+    if instance_id not in on_backend(request.node.callspec.params["repo_sandbox"]):
         pytest.skip("on docker the test suite scores ON_DOCKER's rows; FLYWHEEL_REAL_REPOS=all scores every one")
     from flywheel.families.repository.unified_diff import apply_diff, make_diff
     task = tasks[instance_id]
@@ -206,9 +205,8 @@ def test_tasks_validate_is_clean(backend, real_envs, scored_file, capsys, reques
     rows = on_backend(backend)
     if backend == "docker":
         use_private_dockerd(request, monkeypatch)
-    if rows != SCORED:
-        scored_file = rows_file(tmp_path_factory, rows)
-    code = cli_main.main(["tasks", "validate", str(scored_file), "--sandbox", backend])
+    file = scored_file if rows == SCORED else rows_file(tmp_path_factory, rows)
+    code = cli_main.main(["tasks", "validate", str(file), "--sandbox", backend])
     out = capsys.readouterr().out
     assert code == 0 and f"{len(rows)} valid tasks, 0 problems" in out, out[-3000:]
 
@@ -288,7 +286,8 @@ def test_golden_trajectories_solve_every_row_through_flywheel_run(backend, tasks
     from flywheel.settings.layout import RunLayout
     if backend == "docker":
         use_private_dockerd(request, monkeypatch)
-    tasks = {i: t for i, t in tasks.items() if i in on_backend(backend)}
+    rows = on_backend(backend)
+    tasks = {i: t for i, t in tasks.items() if i in rows}
     actions = {i: golden_actions(t) for i, t in tasks.items()}
     script, rows = tmp_path / "script.jsonl", tmp_path / "tasks.jsonl"
     script.write_text("".join(json.dumps({"prompt": t["prompt"], "actions": actions[i]}) + "\n"
